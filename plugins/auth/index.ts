@@ -1,0 +1,40 @@
+// auth: Bearer keys on every POST (and stored-response reads), compared in
+// constant time. Keys are held only as SHA-256 digests: gateway.yaml stores
+// digests, GATEWAY_API_KEYS is hashed at load, and the presented key is hashed
+// before comparison, so timingSafeEqual always compares 32 bytes.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { PipelinePlugin } from '../../src/plugin.js';
+import type { ClientKey } from '../../src/config/load.js';
+import { errors } from '../../src/errors.js';
+
+export interface AuthSlot {
+  key: string;
+}
+
+export default function auth(): PipelinePlugin {
+  let keys: ClientKey[] = [];
+  return {
+    name: 'auth',
+    init({ config, logger }) {
+      keys = config.keys;
+      if (!keys.length) logger.warn('no client keys configured (keys in gateway.yaml or GATEWAY_API_KEYS): every authenticated request will get 401');
+    },
+    async handle(ctx, next) {
+      const header = ctx.headers.authorization;
+      if (!header) throw errors.unauthenticated("Missing 'Authorization: Bearer <key>' header.");
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+      if (!m) throw errors.unauthenticated("The 'Authorization' header must be 'Bearer <key>'.");
+      const digest = createHash('sha256').update(m[1]).digest();
+      let found: ClientKey | undefined;
+      // No early exit: the time taken does not depend on which key matched.
+      for (const k of keys) if (timingSafeEqual(digest, k.hash) && !found) found = k;
+      if (!found) throw errors.unauthenticated('Invalid API key.');
+      if (found.endpoints && !found.endpoints.includes(ctx.endpoint))
+        throw errors.forbidden(`This key may not call ${ctx.endpoint}.`);
+      ctx.client = found;
+      ctx.state.auth = { key: found.name } satisfies AuthSlot;
+      ctx.log.key = found.name;
+      await next();
+    },
+  };
+}

@@ -1,0 +1,47 @@
+// The OpenAI provider plugin: families `openai` and `openai-compatible`
+// (vLLM, Ollama, Groq, Mistral, DeepSeek, xAI...). Chat, Responses and Images
+// are the same API as the gateway's: bodies are forwarded with the model
+// patched (the same-API fast path).
+import type { ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome } from '../../src/plugin.js';
+import type { ChatRequest, ChatCompletion } from '../../src/types.js';
+import { upstreamJson, upstreamEvents, openAIStyleError, joinUrl, parseEventJson } from '../../src/provider.js';
+import { toOpenAIChat } from './request.js';
+import { openAIChunks, fixCompletion } from './stream.js';
+
+function headers(call: ProviderCall<unknown>): Record<string, string> {
+  return call.provider.api_key ? { authorization: `Bearer ${call.provider.api_key}` } : {};
+}
+
+export default function openai(): ProviderPlugin {
+  return {
+    kind: 'provider',
+    name: 'openai',
+    families: {
+      openai: { defaultBaseUrl: 'https://api.openai.com/v1', env: { apiKey: 'OPENAI_API_KEY', baseUrl: 'OPENAI_BASE_URL' } },
+      'openai-compatible': {},
+    },
+    async chat(call: ProviderCall<ChatRequest>): Promise<ChatOutcome> {
+      const body = toOpenAIChat(call.request, call.note);
+      const o = { url: joinUrl(call.provider.base_url, '/chat/completions'), headers: headers(call), body, mapError: openAIStyleError };
+      if (call.stream) return { kind: 'stream', chunks: openAIChunks(await upstreamEvents(call, o)) };
+      return { kind: 'json', body: fixCompletion(await upstreamJson<ChatCompletion>(call, o)) };
+    },
+    async responses(call): Promise<NativeOutcome> {
+      const o = { url: joinUrl(call.provider.base_url, '/responses'), headers: headers(call), body: call.request, mapError: openAIStyleError };
+      if (call.stream) {
+        const events = await upstreamEvents(call, o);
+        return {
+          kind: 'stream',
+          events: (async function* () {
+            for await (const ev of events) yield { event: ev.event, data: parseEventJson(ev.data) };
+          })(),
+        };
+      }
+      return { kind: 'json', body: await upstreamJson(call, o) };
+    },
+    async images(call): Promise<NativeOutcome> {
+      const o = { url: joinUrl(call.provider.base_url, '/images/generations'), headers: headers(call), body: call.request, mapError: openAIStyleError };
+      return { kind: 'json', body: await upstreamJson(call, o) };
+    },
+  };
+}

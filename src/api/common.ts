@@ -1,0 +1,31 @@
+// Pieces shared by the ingress endpoints.
+import type { RequestContext, RouteSlot } from '../plugin.js';
+import { UpstreamError } from '../provider.js';
+import { TransportError } from '../upstream.js';
+import { GatewayError, type ErrorBody } from '../errors.js';
+
+/** Gateway extension fields: consumed by the gateway, never sent to a provider. */
+export const EXTENSION_FIELDS = ['extra', 'fallbacks', 'debug'] as const;
+
+export function withoutExtensions<T extends Record<string, unknown>>(body: T): T {
+  const out = { ...body };
+  for (const f of EXTENSION_FIELDS) delete out[f];
+  return out;
+}
+
+export function servedModel(ctx: RequestContext): string {
+  return (ctx.log.served_model as string | undefined) ?? (ctx.state.route as RouteSlot | undefined)?.primary ?? String(ctx.body.model);
+}
+
+export function runFinalizers(ctx: RequestContext, final: Record<string, unknown>): void {
+  for (const f of ctx.finalizers) f(final);
+}
+
+/** The envelope for a failure after a stream has started. */
+export function midStreamError(err: unknown): ErrorBody {
+  if (err instanceof UpstreamError) return { ...err.error, type: err.error.type || 'api_error' };
+  if (err instanceof GatewayError) return err.body();
+  if (err instanceof TransportError)
+    return { message: `The upstream stream broke: ${err.code}.`, type: 'api_error', param: null, code: 'upstream_stream_error' };
+  return { message: 'The gateway hit an internal error while streaming.', type: 'internal_server_error', param: null, code: 'internal_error' };
+}

@@ -1,0 +1,24 @@
+// GET /v1/models: the catalog, spec 2.5. No authentication.
+import type { GatewayConfig } from '../config/load.js';
+import { errors } from '../errors.js';
+import { MODEL_STATUS } from '../config/schema.js';
+
+export function listModels(config: GatewayConfig, status: unknown): Record<string, unknown> {
+  if (status !== undefined && (typeof status !== 'string' || !(MODEL_STATUS as readonly string[]).includes(status))) {
+    throw errors.invalid(`Invalid 'status': must be one of ${MODEL_STATUS.map((s) => `'${s}'`).join(', ')}.`, 'status', 'invalid_value');
+  }
+  const data = [...config.models.values()]
+    .filter((m) => !status || m.status === status)
+    .map((m) => ({
+      id: m.id,
+      object: 'model',
+      created: m.created,
+      owned_by: m.id.slice(0, m.id.indexOf('/')),
+      status: m.status,
+      modalities: { input: [...m.modalities.input], output: [...m.modalities.output] },
+      endpoints: [...m.endpoints],
+      ...(m.context_window ? { context_window: m.context_window } : {}),
+      ...(m.max_output_tokens ? { max_output_tokens: m.max_output_tokens } : {}),
+    }));
+  return { object: 'list', data };
+}

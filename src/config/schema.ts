@@ -1,0 +1,145 @@
+// The gateway.yaml schema. This file is the single source of truth for the
+// config: the loader validates against it and `model-gateway schema` turns it
+// into the JSON Schema shipped as gateway.schema.json for editors.
+import * as v from 'valibot';
+
+const nonEmpty = v.pipe(v.string(), v.minLength(1, 'must not be empty'));
+const positiveInt = v.pipe(v.number(), v.integer('must be an integer'), v.minValue(1, 'must be at least 1'));
+const nonNegativeInt = v.pipe(v.number(), v.integer('must be an integer'), v.minValue(0, 'must be at least 0'));
+
+export const MODEL_ID = /^[A-Za-z0-9][\w.-]*\/[\w.:@+-]+$/;
+const modelId = v.pipe(v.string(), v.regex(MODEL_ID, 'must be a model id of the form <owner>/<model>'));
+
+export const ENDPOINTS = ['chat_completions', 'messages', 'responses', 'images_generations'] as const;
+export const MODEL_STATUS = ['active', 'deprecated', 'retired'] as const;
+export const MODALITIES = ['text', 'image', 'audio', 'video', 'pdf'] as const;
+
+const ServerSchema = v.strictObject({
+  host: v.optional(v.string(), '0.0.0.0'),
+  port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535)), 8080),
+  /** Largest accepted request body, as bytes or a size such as `10mb`. */
+  body_limit: v.optional(v.union([v.string(), positiveInt]), '20mb'),
+  /** A client that has not sent its whole body within this time gets a 408. */
+  body_timeout_ms: v.optional(positiveInt, 30_000),
+  /** SIGTERM: how long in-flight requests may run before the process exits anyway. */
+  shutdown_timeout_ms: v.optional(positiveInt, 10_000),
+  /** Worker processes (Node cluster). 0 means one per core. */
+  workers: v.optional(nonNegativeInt, 1),
+  /** Log level for the access log and gateway events. */
+  log_level: v.optional(v.picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
+});
+
+const KeySchema = v.strictObject({
+  /** A label for logs and usage records; never the key itself. */
+  name: nonEmpty,
+  /** SHA-256 of the key, hex. Plaintext keys are only accepted through GATEWAY_API_KEYS. */
+  sha256: v.pipe(v.string(), v.regex(/^[a-f0-9]{64}$/i, 'must be a 64-character hex SHA-256 digest')),
+  /** Model ids (with `*` wildcards) this key may use. Absent: all. */
+  models: v.optional(v.array(nonEmpty)),
+  /** Endpoints this key may call. Absent: all. */
+  endpoints: v.optional(v.array(v.picklist(ENDPOINTS))),
+});
+
+const ProviderSchema = v.strictObject({
+  name: v.pipe(v.string(), v.regex(/^[A-Za-z0-9][\w.-]*$/, 'must be letters, digits, dot, dash or underscore')),
+  family: nonEmpty,
+  base_url: v.optional(v.pipe(v.string(), v.url('must be an absolute URL'))),
+  api_key: v.optional(v.string()),
+  /** Extra headers sent on every upstream request (e.g. OpenAI-Organization). */
+  headers: v.optional(v.record(v.string(), v.string()), {}),
+  /** No first byte within this time: the attempt fails and the next target is tried. */
+  timeout_ms: v.optional(positiveInt, 30_000),
+  region: v.optional(v.string(), 'default'),
+  /** Retries of a 429 on this provider before moving on (each counts as an attempt). */
+  retries: v.optional(nonNegativeInt, 1),
+  max_sockets: v.optional(positiveInt, 256),
+});
+
+const DeploymentSchema = v.strictObject({
+  provider: nonEmpty,
+  /** The model name the provider knows. */
+  model: nonEmpty,
+  region: v.optional(v.string()),
+  weight: v.optional(v.pipe(v.number(), v.minValue(0)), 1),
+});
+
+const CapabilitiesSchema = v.looseObject({
+  /** Reasoning model: temperature forced to 1, sampling knobs stripped (OpenAI o-series, gpt-5). */
+  reasoning: v.optional(v.boolean(), false),
+  /** Supports reasoning_effort mapped to a thinking budget (Anthropic thinking, Gemini thinkingConfig). */
+  thinking: v.optional(v.boolean(), false),
+  /** The model rejects `stop` (some newer reasoning models). */
+  no_stop: v.optional(v.boolean(), false),
+  tools: v.optional(v.boolean(), true),
+  vision: v.optional(v.boolean()),
+  json_schema: v.optional(v.boolean(), true),
+  reasoning_summary: v.optional(v.boolean(), false),
+  web_search: v.optional(v.boolean(), false),
+  /** Largest n for image models. */
+  max_images: v.optional(positiveInt),
+});
+
+const ModelSchema = v.strictObject({
+  id: modelId,
+  status: v.optional(v.picklist(MODEL_STATUS), 'active'),
+  created: v.optional(nonNegativeInt, 0),
+  modalities: v.optional(
+    v.strictObject({ input: v.array(v.picklist(MODALITIES)), output: v.array(v.picklist(MODALITIES)) }),
+    { input: ['text'], output: ['text'] },
+  ),
+  endpoints: v.optional(v.array(v.picklist(ENDPOINTS)), ['chat_completions', 'responses']),
+  capabilities: v.optional(CapabilitiesSchema, {}),
+  context_window: v.optional(positiveInt),
+  max_output_tokens: v.optional(positiveInt),
+  deployments: v.pipe(v.array(DeploymentSchema), v.minLength(1, 'needs at least one deployment')),
+  /** Default fallback chain: other model ids tried after this one. */
+  fallbacks: v.optional(v.array(modelId), []),
+  /** How deployments are chosen: in order, or at random by weight. */
+  routing: v.optional(v.picklist(['ordered', 'weighted']), 'ordered'),
+});
+
+const PluginSchema = v.strictObject({
+  /** A built-in plugin name, or a name for a custom plugin loaded from `path`. */
+  name: v.optional(nonEmpty),
+  /** Path to a module (relative to the config file) whose default export is a plugin. */
+  path: v.optional(nonEmpty),
+  enabled: v.optional(v.boolean(), true),
+  options: v.optional(v.record(v.string(), v.unknown()), {}),
+});
+
+const RoutingSchema = v.strictObject({
+  /** Attempts per request, whatever the chain's length. */
+  max_attempts: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(3)), 3),
+  /** Consecutive failures after which a deployment is skipped for cooldown_ms. */
+  failure_threshold: v.optional(positiveInt, 3),
+  cooldown_ms: v.optional(nonNegativeInt, 30_000),
+  /** Longest Retry-After the gateway waits out before retrying a 429 on the same target. */
+  max_retry_wait_ms: v.optional(nonNegativeInt, 2_000),
+});
+
+const StorageSchema = v.strictObject({
+  /** SQLite file for stored responses; `:memory:` keeps them in memory. */
+  responses_db: v.optional(v.string(), './data/responses.sqlite'),
+});
+
+export const ConfigSchema = v.strictObject({
+  $schema: v.optional(v.string()),
+  server: v.optional(ServerSchema, {}),
+  keys: v.optional(v.array(KeySchema), []),
+  providers: v.optional(v.array(ProviderSchema), []),
+  models: v.optional(v.array(ModelSchema), []),
+  /** Other names for models: `alias: <owner>/<model>`. */
+  aliases: v.optional(v.record(v.string(), modelId), {}),
+  routing: v.optional(RoutingSchema, {}),
+  storage: v.optional(StorageSchema, {}),
+  /** Pipeline plugins, in order. Absent: the built-in pipeline. */
+  plugins: v.optional(v.array(PluginSchema)),
+});
+
+export type RawConfig = v.InferOutput<typeof ConfigSchema>;
+export type ProviderConfig = v.InferOutput<typeof ProviderSchema> & { base_url: string; api_key?: string };
+export type ModelConfig = v.InferOutput<typeof ModelSchema>;
+export type DeploymentConfig = v.InferOutput<typeof DeploymentSchema>;
+export type PluginConfig = v.InferOutput<typeof PluginSchema>;
+export type KeyConfig = v.InferOutput<typeof KeySchema>;
+export type Endpoint = (typeof ENDPOINTS)[number];

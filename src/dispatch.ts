@@ -1,0 +1,211 @@
+// The fallback loop, per shared/spec/decisions.md ("Fallbacks and routing").
+// Targets come from the route slot; each is tried on one deployment (ordered or
+// weighted, skipping one in cool-down). A target is abandoned on connection
+// error, first-byte timeout, 5xx, 429 (after retries), 401/403 from the
+// provider, or an unparseable body; a 400 is the caller's fault and returns at
+// once. At most `routing.max_attempts` (≤ 3) upstream calls in all.
+import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, ProviderCall, Target } from './plugin.js';
+import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
+import type { Transport } from './upstream.js';
+import { TransportError } from './upstream.js';
+import { UpstreamError } from './provider.js';
+import { GatewayError, errors } from './errors.js';
+
+export interface CoreServices {
+  transport: Transport;
+  providerPlugins: Map<string, ProviderPlugin>; // by family
+  health: Health;
+  shared: Map<string, unknown>;
+}
+
+/** What the ingress does with one attempt; it must read a stream's first event before returning. */
+export type Invoke<R> = (attempt: AttemptInfo, plugin: ProviderPlugin, call: Omit<ProviderCall<unknown>, 'request' | 'stream'>) => Promise<R>;
+
+/** Consecutive-failure cool-down per deployment. */
+export class Health {
+  private state = new Map<string, { failures: number; until: number }>();
+  constructor(
+    private threshold: number,
+    private cooldownMs: number,
+  ) {}
+  private key(model: string, d: DeploymentConfig, region: string) {
+    return `${model}|${d.provider}|${region}|${d.model}`;
+  }
+  isCooling(model: string, d: DeploymentConfig, region: string, now = Date.now()): boolean {
+    const s = this.state.get(this.key(model, d, region));
+    return !!s && s.until > now;
+  }
+  failure(model: string, d: DeploymentConfig, region: string) {
+    const k = this.key(model, d, region);
+    const s = this.state.get(k) ?? { failures: 0, until: 0 };
+    s.failures++;
+    if (s.failures >= this.threshold) {
+      s.until = Date.now() + this.cooldownMs;
+      s.failures = 0;
+    }
+    this.state.set(k, s);
+  }
+  success(model: string, d: DeploymentConfig, region: string) {
+    this.state.delete(this.key(model, d, region));
+  }
+}
+
+export function regionOf(d: DeploymentConfig, p: ProviderConfig): string {
+  return d.region ?? p.region;
+}
+
+function pickDeployment(ctx: RequestContext, target: Target, health: Health): { deployment: DeploymentConfig; provider: ProviderConfig } {
+  const m = target.model;
+  const options = m.deployments.map((d) => ({ deployment: d, provider: ctx.config.providers.get(d.provider)! }));
+  const live = options.filter((o) => !health.isCooling(m.id, o.deployment, regionOf(o.deployment, o.provider)));
+  const pool = live.length ? live : options;
+  if (m.routing === 'weighted' && pool.length > 1) {
+    const total = pool.reduce((s, o) => s + (o.deployment.weight ?? 1), 0);
+    let r = Math.random() * total;
+    for (const o of pool) {
+      r -= o.deployment.weight ?? 1;
+      if (r < 0) return o;
+    }
+  }
+  return pool[0];
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
+export function describeFailure(err: unknown): { error: string; fallback: boolean; status?: number } {
+  if (err instanceof UpstreamError) {
+    const s = err.status;
+    const callerFault = s === 400 || s === 413 || s === 422;
+    return { error: `${s} ${err.error.message}`.slice(0, 300), fallback: !callerFault, status: s };
+  }
+  if (err instanceof TransportError) return { error: err.message, fallback: true };
+  if (err instanceof GatewayError) return { error: err.message, fallback: false, status: err.status };
+  return { error: 'internal error in provider plugin', fallback: true };
+}
+
+export async function runTargets<R>(ctx: RequestContext, core: CoreServices, canServe: (p: ProviderPlugin) => boolean, invoke: Invoke<R>): Promise<R> {
+  const route = ctx.state.route as RouteSlot | undefined;
+  if (!route) throw errors.internal();
+  const maxAttempts = ctx.config.routing.max_attempts;
+  let attemptsMade = 0;
+  let lastUpstream: UpstreamError | undefined;
+  let allRateLimited = true;
+  let retryAfterMs: number | undefined;
+  const unavailable: string[] = [];
+
+  for (let t = 0; t < route.targets.length && attemptsMade < maxAttempts; t++) {
+    const target = route.targets[t];
+    const { deployment, provider } = pickDeployment(ctx, target, core.health);
+    const region = regionOf(deployment, provider);
+    const plugin = core.providerPlugins.get(provider.family);
+    if (!plugin || !canServe(plugin)) {
+      unavailable.push(`${target.model.id} via ${provider.name}: the ${provider.family} family does not serve ${ctx.endpoint}`);
+      continue;
+    }
+    if (!provider.api_key && plugin.families[provider.family]?.env?.apiKey) {
+      unavailable.push(`${target.model.id} via ${provider.name}: no API key configured`);
+      ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: 0, error: 'no API key configured for this provider' });
+      continue;
+    }
+    const info: AttemptInfo = { target, deployment, provider, index: attemptsMade };
+
+    for (let retry = 0; attemptsMade < maxAttempts; retry++) {
+      attemptsMade++;
+      const started = performance.now();
+      const ac = new AbortController();
+      const onClientAbort = () => ac.abort();
+      // debug.normalizations describes what was sent to the target that answered.
+      ctx.debug.normalizations = [];
+      ctx.signal.addEventListener('abort', onClientAbort, { once: true });
+      try {
+        const result = await invoke(info, plugin, {
+          provider,
+          deployment,
+          model: target.model,
+          transport: core.transport,
+          signal: ac.signal,
+          requestId: ctx.id,
+          shared: core.shared,
+          note: (e) => ctx.debug.normalizations.push(e),
+        });
+        ctx.attempts.push({ provider: provider.name, region, status: 'succeeded', model: target.model.id, latency_ms: Math.round(performance.now() - started) });
+        core.health.success(target.model.id, deployment, region);
+        ctx.log.provider = provider.name;
+        ctx.log.served_model = target.model.id;
+        // The attempt's controller stays tied to the client for the life of the stream.
+        return result;
+      } catch (err) {
+        ctx.signal.removeEventListener('abort', onClientAbort);
+        ac.abort();
+        if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
+        const f = describeFailure(err);
+        ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: Math.round(performance.now() - started), error: f.error });
+        if (!f.fallback) {
+          if (err instanceof UpstreamError) throw new GatewayError(err.status, err.status === 400 ? 'invalid_request_error' : err.error.type, err.error.message, { param: err.error.param, code: err.error.code });
+          throw err;
+        }
+        if (!(err instanceof UpstreamError && err.status === 429)) allRateLimited = false;
+        if (err instanceof UpstreamError) lastUpstream = err;
+        else if (!(err instanceof TransportError)) ctx.logger.error({ err, request_id: ctx.id }, 'provider plugin threw');
+        core.health.failure(target.model.id, deployment, region);
+        // 429: retry the same target after Retry-After (or backoff) when it is short enough.
+        if (err instanceof UpstreamError && err.status === 429 && retry < provider.retries && attemptsMade < maxAttempts) {
+          const wait = err.retryAfterMs ?? 250 * 2 ** retry;
+          retryAfterMs = err.retryAfterMs;
+          if (wait <= ctx.config.routing.max_retry_wait_ms) {
+            await sleep(wait, ctx.signal);
+            if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
+            continue;
+          }
+        }
+        if (err instanceof UpstreamError && err.status === 429) retryAfterMs = err.retryAfterMs;
+        break;
+      }
+    }
+  }
+
+  if (attemptsMade === 0) {
+    throw errors.unavailable(`No target could be tried for ${route.requested}: ${unavailable.join('; ') || 'no deployment available'}.`);
+  }
+  const list = ctx.attempts.map((a) => `${a.model} via ${a.provider} (${a.region}): ${a.error}`).join('; ');
+  if (allRateLimited && lastUpstream) throw errors.rateLimited(`Every target is rate-limited: ${list}.`, retryAfterMs !== undefined ? retryAfterMs / 1000 : undefined);
+  throw errors.allFailed(`Every target of the fallback chain failed: ${list}.`);
+}
+
+/**
+ * Read the first item of a stream before committing to it (fallback stays
+ * possible until then). Returns an iterator that yields that item again first.
+ */
+export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number, signal: AbortSignal): Promise<AsyncGenerator<T>> {
+  const iter = it[Symbol.asyncIterator]();
+  let timer: NodeJS.Timeout | undefined;
+  const first = await Promise.race([
+    iter.next(),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new TransportError(`no first stream event within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE')), timeoutMs);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  if (first.done) throw new TransportError('the provider closed the stream before its first event', 'EEMPTYSTREAM');
+  void signal;
+  return (async function* () {
+    try {
+      yield first.value;
+      for (;;) {
+        const n = await iter.next();
+        if (n.done) return;
+        yield n.value;
+      }
+    } finally {
+      await iter.return?.(undefined);
+    }
+  })();
+}

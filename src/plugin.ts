@@ -1,0 +1,148 @@
+// The plugin contract. Two kinds of plugin exist:
+//
+// - Pipeline plugins (auth, analytics, route, normalize, debug, and custom
+//   ones) run in the order gateway.yaml lists them, Koa-style: `handle(ctx, next)`.
+//   Each declares its `name`, the slots it reads (`needs`), and owns one slot of
+//   per-request state, `ctx.state[name]`. A plugin may also take part in every
+//   attempt of the fallback loop through `prepareAttempt`, a pure function of the
+//   request for one target (called again for each target).
+// - Provider plugins serve one or more provider families. They map the IR
+//   (src/types.ts) to their wire format and back, and talk to the upstream only
+//   through the Transport they are given.
+//
+// See docs/plugins.md for the author's guide.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { GatewayConfig, ClientKey, FamilyDefaults } from './config/load.js';
+import type { ProviderConfig, ModelConfig, DeploymentConfig, Endpoint } from './config/schema.js';
+import type { Transport } from './upstream.js';
+import type { ChatRequest, ChatCompletion, ChatChunk, RoutingAttempt, NormalizationEntry, DeprecationEntry } from './types.js';
+import type { Logger } from 'pino';
+
+export type DebugCategory = 'normalizations' | 'deprecations' | 'routing';
+
+/** One target of the fallback chain: a catalog model and how it was named. */
+export interface Target {
+  model: ModelConfig;
+}
+
+/** What the route slot must hold for the dispatcher to run. */
+export interface RouteSlot {
+  /** Requested id as the client wrote it (may be an alias). */
+  requested: string;
+  /** The resolved primary model id. */
+  primary: string;
+  targets: Target[];
+}
+
+/** An attempt being prepared: the target and the deployment chosen for it. */
+export interface AttemptInfo {
+  target: Target;
+  deployment: DeploymentConfig;
+  provider: ProviderConfig;
+  index: number;
+}
+
+export interface RequestContext {
+  readonly id: string;
+  readonly endpoint: Endpoint;
+  readonly method: string;
+  readonly path: string;
+  readonly headers: IncomingHttpHeaders;
+  /** Aborted when the client disconnects. */
+  readonly signal: AbortSignal;
+  readonly config: GatewayConfig;
+  readonly logger: Logger;
+  /** The validated request body of the endpoint (chat IR for chat). */
+  body: Record<string, unknown>;
+  /** Set by the auth plugin. */
+  client?: ClientKey;
+  /** Per-plugin state, one slot per plugin name. */
+  state: Record<string, unknown>;
+  /** Fields added to this request's access-log line. */
+  log: Record<string, unknown>;
+  /** Debug entries, gathered whether or not the client asked (cheap). */
+  debug: {
+    normalizations: NormalizationEntry[];
+    deprecations: DeprecationEntry[];
+  };
+  /** Routing attempts, appended by the dispatcher. */
+  attempts: RoutingAttempt[];
+  /**
+   * Finalizers run on the final result object: the JSON body, or the last
+   * chunk / final response of a stream. Used to attach `debug` and routing.
+   */
+  finalizers: ((final: Record<string, unknown>) => void)[];
+  /** Set by the endpoint's terminal step; written to the client by the core. */
+  outcome?: Outcome;
+}
+
+/** What the core writes back: a JSON body, or SSE frames produced as they arrive. */
+export type Outcome =
+  | { kind: 'json'; status?: number; body: Record<string, unknown> }
+  | { kind: 'frames'; frames: AsyncIterable<string>; onError: (err: unknown) => string | null };
+
+export interface PipelinePlugin {
+  kind?: 'pipeline';
+  name: string;
+  /** Slots (plugin names) this plugin reads; checked at start-up. */
+  needs?: string[];
+  /** Called once at start-up with the plugin's options from gateway.yaml. */
+  init?(api: PluginInitApi): void | Promise<void>;
+  /** Middleware around the rest of the pipeline and the upstream call. */
+  handle?(ctx: RequestContext, next: () => Promise<void>): Promise<void>;
+  /** Rewrite the request for one attempt. Must be pure: return a new object, never mutate. */
+  prepareAttempt?<T extends Record<string, unknown>>(ctx: RequestContext, attempt: AttemptInfo, request: T): T;
+  /** Called at shutdown. */
+  close?(): void | Promise<void>;
+}
+
+export interface PluginInitApi {
+  options: Record<string, unknown>;
+  config: GatewayConfig;
+  logger: Logger;
+}
+
+/** Everything a provider plugin gets for one upstream call. */
+export interface ProviderCall<T> {
+  request: T;
+  stream: boolean;
+  provider: ProviderConfig;
+  deployment: DeploymentConfig;
+  model: ModelConfig;
+  transport: Transport;
+  signal: AbortSignal;
+  requestId: string;
+  /** Caches and stores shared across requests, keyed by the plugin (e.g. Gemini cached contents). */
+  shared: Map<string, unknown>;
+  /** Record a change the provider made to fit its API (shown under debug.normalizations). */
+  note(entry: NormalizationEntry): void;
+}
+
+export type ChatOutcome = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; chunks: AsyncIterable<ChatChunk> };
+
+/** A same-API (passthrough) result: already in the ingress wire format. */
+export type NativeOutcome =
+  | { kind: 'json'; body: Record<string, unknown> }
+  | { kind: 'stream'; events: AsyncIterable<{ event?: string; data: Record<string, unknown> }> };
+
+export interface ProviderPlugin {
+  kind: 'provider';
+  name: string;
+  /** Provider families (gateway.yaml `family`) this plugin serves, with their defaults. */
+  families: Record<string, FamilyDefaults>;
+  chat?(call: ProviderCall<ChatRequest>): Promise<ChatOutcome>;
+  /** Native Responses API (same-API fast path); other families are served via chat. */
+  responses?(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome>;
+  images?(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome>;
+  close?(): void | Promise<void>;
+}
+
+export type Plugin = PipelinePlugin | ProviderPlugin;
+
+export function isProviderPlugin(p: Plugin): p is ProviderPlugin {
+  return (p as ProviderPlugin).kind === 'provider';
+}
+
+export function slot<T>(ctx: RequestContext, name: string): T | undefined {
+  return ctx.state[name] as T | undefined;
+}

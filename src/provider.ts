@@ -1,0 +1,130 @@
+// Helpers every provider plugin uses to call its upstream: headers, status
+// check, error mapping, JSON and SSE bodies. The framing is parsed in one place
+// (src/sse.ts); providers only see events.
+import type { ProviderCall } from './plugin.js';
+import { readBody, type UpstreamResponse } from './upstream.js';
+import { parseSSE, type SSEEvent } from './sse.js';
+import type { ErrorBody } from './errors.js';
+
+/** A non-2xx answer (or an unusable body) from a provider, already mapped to the envelope. */
+export class UpstreamError extends Error {
+  constructor(
+    readonly status: number,
+    readonly error: ErrorBody,
+    readonly retryAfterMs?: number,
+  ) {
+    super(`${status} ${error.message}`);
+    this.name = 'UpstreamError';
+  }
+}
+
+/** A provider's own error body mapped to the envelope, plus a retry hint if it gave one. */
+export type ErrorMapper = (status: number, body: unknown, text: string) => { error: ErrorBody; retryAfterMs?: number };
+
+export interface UpstreamCallOptions {
+  url: string;
+  method?: 'GET' | 'POST' | 'DELETE';
+  headers: Record<string, string>;
+  body?: unknown;
+  mapError: ErrorMapper;
+}
+
+export function parseRetryAfter(h: Record<string, string | string[] | undefined>): number | undefined {
+  const ms = h['retry-after-ms'];
+  if (typeof ms === 'string' && Number.isFinite(Number(ms))) return Number(ms);
+  const ra = h['retry-after'];
+  if (typeof ra !== 'string') return undefined;
+  const s = Number(ra);
+  if (Number.isFinite(s)) return s * 1000;
+  const at = Date.parse(ra);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
+}
+
+export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<UpstreamResponse> {
+  const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : JSON.stringify(o.body);
+  const res = await call.transport.request({
+    pool: call.provider.name,
+    url: o.url,
+    method: o.method ?? 'POST',
+    // The plugin's headers first; the operator's `headers` in gateway.yaml win.
+    headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers, ...call.provider.headers },
+    body: body as Buffer | string | undefined,
+    signal: call.signal,
+    firstByteTimeoutMs: call.provider.timeout_ms,
+    maxSockets: call.provider.max_sockets,
+  });
+  if (res.status >= 400) {
+    const text = (await readBody(res.body)).toString('utf8');
+    let parsed: unknown = undefined;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* not JSON: the mapper gets the text */
+    }
+    const mapped = o.mapError(res.status, parsed, text);
+    throw new UpstreamError(res.status, mapped.error, mapped.retryAfterMs ?? parseRetryAfter(res.headers));
+  }
+  return res;
+}
+
+export async function upstreamJson<T = Record<string, unknown>>(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<T> {
+  const res = await upstreamRequest(call, o);
+  const buf = await readBody(res.body);
+  try {
+    return JSON.parse(buf.toString('utf8')) as T;
+  } catch {
+    throw unparseable('the provider answered with a body that is not JSON');
+  }
+}
+
+export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<AsyncGenerator<SSEEvent>> {
+  const res = await upstreamRequest(call, o);
+  const ct = String(res.headers['content-type'] ?? '');
+  if (!ct.includes('text/event-stream')) {
+    res.body.resume();
+    throw unparseable(`the provider answered a stream request with content-type "${ct || 'none'}"`);
+  }
+  return parseSSE(res.body);
+}
+
+export function unparseable(message: string): UpstreamError {
+  return new UpstreamError(502, { message, type: 'api_error', param: null, code: 'invalid_upstream_response' });
+}
+
+/** Parse one SSE data payload, or fail the stream as an upstream fault. */
+export function parseEventJson<T = Record<string, unknown>>(data: string): T {
+  try {
+    return JSON.parse(data) as T;
+  } catch {
+    throw unparseable('the provider sent a stream event that is not JSON');
+  }
+}
+
+/** Join a base URL and a path without doubling slashes. */
+export function joinUrl(base: string, path: string): string {
+  return base.replace(/\/+$/, '') + (path.startsWith('/') ? path : '/' + path);
+}
+
+/** Generic mapping of an OpenAI-style error body (used by OpenAI and most compatible servers). */
+export const openAIStyleError: ErrorMapper = (status, body, text) => {
+  const raw = (body as { error?: unknown } | undefined)?.error;
+  const e = raw && typeof raw === 'object' ? (raw as Partial<ErrorBody>) : undefined;
+  const message = typeof e?.message === 'string' ? e.message : typeof raw === 'string' ? raw : text.slice(0, 500) || `HTTP ${status}`;
+  return {
+    error: {
+      message,
+      type: typeof e?.type === 'string' ? e.type : statusType(status),
+      param: typeof e?.param === 'string' ? e.param : null,
+      code: typeof e?.code === 'string' ? e.code : null,
+    },
+  };
+};
+
+export function statusType(status: number): string {
+  if (status === 400 || status === 413 || status === 422) return 'invalid_request_error';
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_denied_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  return 'api_error';
+}

@@ -1,0 +1,262 @@
+// The Koa core: error mapping, request ids, body parsing, routes, and the
+// per-request context handed to the plugin pipeline. It names no provider.
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import Router from '@koa/router';
+import { koaBody } from 'koa-body';
+import type { Logger } from 'pino';
+import type { GatewayConfig } from './config/load.js';
+import type { Endpoint } from './config/schema.js';
+import type { RequestContext } from './plugin.js';
+import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
+import { createProxyTransport, type Transport } from './upstream.js';
+import { Health, type CoreServices } from './dispatch.js';
+import { errors, envelope, toGatewayError, GatewayError } from './errors.js';
+import { pipeFrames } from './respond.js';
+import { createLogger } from './log.js';
+import { listModels } from './api/models.js';
+import { validateChat, chatTerminal } from './api/chat.js';
+
+/** An ingress endpoint: how to validate its body and what its terminal step does. */
+export interface EndpointSpec {
+  endpoint: Endpoint;
+  method: 'POST' | 'GET' | 'DELETE';
+  path: string;
+  validate(raw: unknown, ctx: RequestContext): Record<string, unknown>;
+  terminal(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, params: Record<string, string>): Promise<void>;
+}
+
+export interface GatewayOptions {
+  config: GatewayConfig;
+  registry: BuiltinRegistry;
+  logger?: Logger;
+  transport?: Transport;
+  /** Extra endpoints (Responses, images) registered by their modules. */
+  endpoints?: EndpointSpec[];
+}
+
+export interface Gateway {
+  app: Koa;
+  server: http.Server;
+  core: CoreServices;
+  pipeline: LoadedPipeline;
+  logger: Logger;
+  listen(port?: number, host?: string): Promise<AddressInfo>;
+  /** Stop accepting, let in-flight requests finish until the deadline, then close everything. */
+  close(deadlineMs?: number): Promise<void>;
+}
+
+const ID_RE = /^[\w.:-]{1,128}$/;
+
+export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
+  const { config } = opts;
+  const logger = opts.logger ?? createLogger(config.server.log_level);
+  const pipeline = await loadPipeline(config, opts.registry, logger);
+  const transport = opts.transport ?? createProxyTransport();
+  const core: CoreServices = {
+    transport,
+    providerPlugins: pipeline.providers,
+    health: new Health(config.routing.failure_threshold, config.routing.cooldown_ms),
+    shared: new Map(),
+  };
+
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+  const router = new Router();
+  let ready = false;
+  let draining = false;
+
+  // 1. Error mapping and the access log: one place decides what a client sees.
+  app.use(async (kctx, next) => {
+    const started = performance.now();
+    const incoming = kctx.get('x-request-id');
+    const id = incoming && ID_RE.test(incoming) ? incoming : randomUUID();
+    kctx.state.requestId = id;
+    kctx.set('x-request-id', id);
+    const logFields: Record<string, unknown> = {};
+    kctx.state.log = logFields;
+    kctx.res.once('close', () => {
+      const rec = {
+        request_id: id,
+        method: kctx.method,
+        path: kctx.path,
+        status: kctx.res.headersSent ? kctx.res.statusCode : kctx.status,
+        latency_ms: Math.round((performance.now() - started) * 100) / 100,
+        ...logFields,
+      };
+      if (!kctx.res.writableFinished) (rec as Record<string, unknown>).client_closed = true;
+      logger.info(rec, 'request');
+    });
+    try {
+      await next();
+      if (kctx.status === 404 && kctx.body === undefined && !kctx.res.headersSent) {
+        throw errors.notFound(`Unknown route: ${kctx.method} ${kctx.path}.`, null, 'unknown_route');
+      }
+    } catch (err) {
+      const { error, internal } = toGatewayError(err);
+      if (internal) logger.error({ err, request_id: id }, 'unhandled error');
+      logFields.error = error.code ?? error.type;
+      if (kctx.res.headersSent) {
+        kctx.res.destroy();
+        return;
+      }
+      kctx.status = error.status;
+      for (const [k, v] of Object.entries(error.headers)) kctx.set(k, v);
+      kctx.body = envelope(error);
+    }
+  });
+
+  // 2. Body: JSON only, with a size limit and a read deadline (408).
+  const parseBody = koaBody({
+    json: true,
+    urlencoded: false,
+    text: false,
+    multipart: false,
+    jsonLimit: config.server.body_limit as string | number,
+    jsonStrict: true,
+    patchNode: false,
+    parsedMethods: ['POST'],
+  } as Parameters<typeof koaBody>[0]);
+  app.use(async (kctx, next) => {
+    if (kctx.method !== 'POST') return next();
+    if (draining) kctx.set('connection', 'close');
+    const len = kctx.get('content-length');
+    if (!kctx.is('application/json')) {
+      if (len === '0' || (!len && !kctx.get('transfer-encoding'))) throw errors.invalid('Request body is required (JSON).', null, 'missing_body');
+      throw errors.unsupportedMedia("Content-Type must be 'application/json'.");
+    }
+    const timer = setTimeout(() => {
+      kctx.set('connection', 'close');
+      kctx.req.emit('error', Object.assign(new Error('body timeout'), { type: 'request.timeout' }));
+    }, config.server.body_timeout_ms);
+    try {
+      await parseBody(kctx, async () => {});
+    } catch (err) {
+      if ((err as { type?: string }).type === 'request.timeout') throw errors.timeout(`The request body was not received within ${config.server.body_timeout_ms} ms.`);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+    const body = (kctx.request as unknown as { body: unknown }).body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
+    return next();
+  });
+
+  router.get('/healthz', (kctx) => {
+    if (!ready || draining) {
+      kctx.status = 503;
+      kctx.body = { status: draining ? 'draining' : 'starting' };
+      return;
+    }
+    kctx.body = { status: 'ok' };
+  });
+
+  router.get('/v1/models', (kctx) => {
+    kctx.body = listModels(config, kctx.query.status);
+  });
+
+  const specs: EndpointSpec[] = [
+    { endpoint: 'chat_completions', method: 'POST', path: '/v1/chat/completions', validate: validateChat, terminal: chatTerminal },
+    ...(opts.endpoints ?? []),
+  ];
+  for (const spec of specs) {
+    const handler = async (kctx: Koa.Context) => {
+      const ac = new AbortController();
+      kctx.res.once('close', () => {
+        if (!kctx.res.writableFinished) ac.abort();
+      });
+      const raw = (kctx.request as unknown as { body?: Record<string, unknown> }).body ?? {};
+      const ctx: RequestContext = {
+        id: kctx.state.requestId,
+        endpoint: spec.endpoint,
+        method: kctx.method,
+        path: kctx.path,
+        headers: kctx.headers,
+        signal: ac.signal,
+        config,
+        logger,
+        body: raw,
+        state: {},
+        log: kctx.state.log,
+        debug: { normalizations: [], deprecations: [] },
+        attempts: [],
+        finalizers: [],
+      };
+      await pipeline.run(
+        ctx,
+        () => {
+          ctx.body = spec.validate(ctx.body, ctx);
+        },
+        () => spec.terminal(ctx, core, pipeline, kctx.params ?? {}),
+      );
+      const out = ctx.outcome;
+      if (!out) throw errors.internal();
+      if (out.kind === 'json') {
+        kctx.status = out.status ?? 200;
+        kctx.body = out.body;
+        return;
+      }
+      kctx.respond = false;
+      const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, out.onError);
+      ctx.log.stream = result;
+    };
+    if (spec.method === 'POST') router.post(spec.path, handler);
+    else if (spec.method === 'GET') router.get(spec.path, handler);
+    else router.delete(spec.path, handler);
+  }
+
+  app.use(router.routes());
+  app.use(async (kctx, next) => {
+    // Known path, wrong method.
+    await next();
+    if (kctx.status === 404 && kctx.body === undefined && router.match(kctx.path, 'GET').path.length + router.match(kctx.path, 'POST').path.length > 0) {
+      throw new GatewayError(405, 'invalid_request_error', `Method ${kctx.method} is not allowed on ${kctx.path}.`, { code: 'method_not_allowed' });
+    }
+  });
+  app.on('error', () => {
+    /* client aborts surface here as ERR_STREAM_PREMATURE_CLOSE; not a gateway error */
+  });
+
+  const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }, app.callback());
+  const inflight = new Set<http.ServerResponse>();
+  server.on('request', (_req, res) => {
+    inflight.add(res);
+    res.once('close', () => inflight.delete(res));
+  });
+
+  return {
+    app,
+    server,
+    core,
+    pipeline,
+    logger,
+    listen(port = config.server.port, host = config.server.host) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          ready = true;
+          resolve(server.address() as AddressInfo);
+        });
+      });
+    },
+    async close(deadlineMs = config.server.shutdown_timeout_ms) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());
+      const drained = (async () => {
+        while (inflight.size) await new Promise((r) => setTimeout(r, 20));
+      })();
+      await Promise.race([drained, deadline]);
+      server.closeAllConnections();
+      await closed;
+      transport.close();
+      await pipeline.close();
+      logger.flush?.();
+    },
+  };
+}

@@ -1,0 +1,91 @@
+// Starts a real gateway on port 0 for a test, from YAML text (as an operator
+// writes it), with its log lines captured for assertions.
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { loadConfigText } from '../../src/config/load.js';
+import { createGateway, type Gateway } from '../../src/server.js';
+import { builtins } from '../../plugins/index.js';
+import { extraEndpoints } from '../../src/api/index.js';
+import { familiesOf } from '../../src/cli.js';
+import { REDACT_PATHS } from '../../src/log.js';
+
+export const CLIENT_KEY = 'gw-test-client-key-abcdef123456';
+
+export interface TestGateway {
+  url: string;
+  baseURL: string;
+  gw: Gateway;
+  logs: Record<string, any>[]; // eslint-disable-line @typescript-eslint/no-explicit-any
+  rawLogs: string[];
+  close(): Promise<void>;
+}
+
+export async function startGateway(yaml: string, env: Record<string, string> = {}): Promise<TestGateway> {
+  const registry = builtins();
+  const config = loadConfigText(yaml, 'test-gateway.yaml', {
+    families: familiesOf(registry),
+    env: { GATEWAY_API_KEYS: CLIENT_KEY, ...env },
+  });
+  const rawLogs: string[] = [];
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      const line = chunk.toString();
+      rawLogs.push(line);
+      try {
+        logs.push(JSON.parse(line));
+      } catch {
+        /* partial line */
+      }
+      cb();
+    },
+  });
+  const logger = pino({ level: 'info', base: undefined, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  const gw = await createGateway({ config, registry, logger, endpoints: extraEndpoints() });
+  const addr = await gw.listen(0, '127.0.0.1');
+  const url = `http://127.0.0.1:${addr.port}`;
+  return { url, baseURL: `${url}/v1`, gw, logs, rawLogs, close: () => gw.close(1000) };
+}
+
+/** Wait until a predicate holds (for log lines written on response close). */
+export async function until(pred: () => boolean, ms = 2000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A minimal gateway.yaml around one OpenAI mock. */
+export function openAIConfig(baseUrl: string, extra = ''): string {
+  return `
+providers:
+  - name: openai
+    family: openai
+    base_url: ${baseUrl}/v1
+    api_key: sk-test-openai-0123456789
+    region: us-east
+    timeout_ms: 2000
+    retries: 0
+routing:
+  max_retry_wait_ms: 200
+models:
+  - id: openai/gpt-4.1-mini
+    endpoints: [chat_completions, responses]
+    deployments: [{ provider: openai, model: gpt-4.1-mini }]
+  - id: openai/gpt-5-mini
+    endpoints: [chat_completions, responses]
+    capabilities: { reasoning: true }
+    deployments: [{ provider: openai, model: gpt-5-mini }]
+  - id: openai/gpt-4o-mini
+    status: deprecated
+    deployments: [{ provider: openai, model: gpt-4o-mini }]
+  - id: openai/old-model
+    status: retired
+    deployments: [{ provider: openai, model: gpt-4o-mini }]
+  - id: openai/gpt-image-1
+    endpoints: [images_generations]
+    modalities: { input: [text], output: [image] }
+    deployments: [{ provider: openai, model: gpt-image-1 }]
+${extra}`;
+}

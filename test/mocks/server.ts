@@ -1,0 +1,158 @@
+// A real HTTP server on port 0 that plays a provider. It records every request
+// (headers and parsed body) and can be told to misbehave for the next calls
+// (status, delay, hang, cut mid-stream, garbage body), so that fault tests show
+// what the gateway does with what a real upstream does.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Recorded {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: http.IncomingHttpHeaders;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  raw: string;
+  /** Set when the client (the gateway) closed the connection before the response ended. */
+  aborted: boolean;
+}
+
+export interface Fault {
+  /** Answer with this status and body instead of the normal response. */
+  status?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Wait before answering. */
+  delayMs?: number;
+  /** Never answer. */
+  hang?: boolean;
+  /** Destroy the socket before answering (connection reset). */
+  reset?: boolean;
+  /** For streams: send this many events, then destroy the socket. */
+  cutAfterEvents?: number;
+  /** Answer 200 with this raw text (e.g. not JSON). */
+  rawBody?: string;
+  /** Only apply to requests whose path includes this. */
+  pathIncludes?: string;
+}
+
+export interface Reply {
+  status: number;
+  headers?: Record<string, string>;
+  /** JSON body */
+  json?: unknown;
+  /** SSE events: each is written as its own frame, in order. */
+  sse?: string[];
+  /** Delay between SSE frames. */
+  sseDelayMs?: number;
+}
+
+export type Handler = (req: Recorded) => Reply | Promise<Reply>;
+
+export interface MockServer {
+  url: string;
+  port: number;
+  requests: Recorded[];
+  faults: Fault[];
+  /** Queue faults for the next requests, in order. */
+  fail(...f: Fault[]): void;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+export async function startMock(handler: Handler): Promise<MockServer> {
+  const requests: Recorded[] = [];
+  const faults: Fault[] = [];
+  const sockets = new Set<import('node:net').Socket>();
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    const u = new URL(req.url ?? '/', 'http://mock');
+    let body: unknown = undefined;
+    try {
+      body = raw ? JSON.parse(raw) : undefined;
+    } catch {
+      body = undefined;
+    }
+    const rec: Recorded = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams, headers: req.headers, body, raw, aborted: false };
+    requests.push(rec);
+    res.on('close', () => {
+      if (!res.writableFinished) rec.aborted = true;
+    });
+    const fi = faults.findIndex((f) => !f.pathIncludes || rec.path.includes(f.pathIncludes));
+    const fault = fi >= 0 ? faults.splice(fi, 1)[0] : undefined;
+    if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
+    if (fault?.hang) return;
+    if (fault?.reset) {
+      req.socket.destroy();
+      return;
+    }
+    if (fault?.rawBody !== undefined) {
+      res.writeHead(fault.status ?? 200, { 'content-type': 'application/json', ...fault.headers });
+      res.end(fault.rawBody);
+      return;
+    }
+    if (fault?.status) {
+      res.writeHead(fault.status, { 'content-type': 'application/json', ...fault.headers });
+      res.end(JSON.stringify(fault.body ?? { error: { message: `mock fault ${fault.status}` } }));
+      return;
+    }
+    let reply: Reply;
+    try {
+      reply = await handler(rec);
+    } catch (err) {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: `mock handler crashed: ${(err as Error).message}` } }));
+      return;
+    }
+    if (reply.sse) {
+      res.writeHead(reply.status, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...reply.headers });
+      let n = 0;
+      for (const frame of reply.sse) {
+        if (res.destroyed) return;
+        if (fault?.cutAfterEvents !== undefined && n >= fault.cutAfterEvents) {
+          res.socket?.destroy();
+          return;
+        }
+        res.write(frame);
+        n++;
+        if (reply.sseDelayMs) await new Promise((r) => setTimeout(r, reply.sseDelayMs));
+      }
+      res.end();
+      return;
+    }
+    res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
+    res.end(reply.json === undefined ? '' : JSON.stringify(reply.json));
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    requests,
+    faults,
+    fail: (...f) => faults.push(...f),
+    reset() {
+      requests.length = 0;
+      faults.length = 0;
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+export function sse(data: unknown, event?: string): string {
+  const d = typeof data === 'string' ? data : JSON.stringify(data);
+  return event ? `event: ${event}\ndata: ${d}\n\n` : `data: ${d}\n\n`;
+}
+
+export function errorReply(status: number, error: unknown, headers?: Record<string, string>): Reply {
+  return { status, json: error, headers };
+}
