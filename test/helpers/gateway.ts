@@ -56,10 +56,13 @@ export async function until(pred: () => boolean, ms = 2000): Promise<void> {
   }
 }
 
-/** A minimal gateway.yaml around one OpenAI mock. */
-export function openAIConfig(baseUrl: string, extra = ''): string {
+/**
+ * A minimal gateway.yaml around one OpenAI mock. `extra` adds top-level
+ * sections; `providers` / `models` add list items (YAML text, 2-space indent).
+ */
+export function openAIConfig(baseUrl: string, extra = '', more: { providers?: string; models?: string } = {}): string {
   return `
-providers:
+providers:${more.providers ?? ''}
   - name: openai
     family: openai
     base_url: ${baseUrl}/v1
@@ -87,5 +90,6 @@ models:
     endpoints: [images_generations]
     modalities: { input: [text], output: [image] }
     deployments: [{ provider: openai, model: gpt-image-1 }]
+${more.models ?? ''}
 ${extra}`;
 }
