@@ -3,7 +3,7 @@
 import * as v from 'valibot';
 import { errors, GatewayError } from './errors.js';
 
-export function paramPath(issue: v.BaseIssue<unknown>): string {
+export function paramPath(issue: Pick<v.BaseIssue<unknown>, 'path'>): string {
   let out = '';
   for (const item of issue.path ?? []) {
     const key = item.key as string | number;
@@ -43,14 +43,20 @@ export function validate<S extends v.GenericSchema>(schema: S, input: unknown): 
 }
 
 export function issueError(issue: v.BaseIssue<unknown>): GatewayError {
-  // Report the deepest issue of a union/variant, which names the real field.
+  // A union/variant issue nests one issue per option, with paths relative to
+  // the union's input: follow the option that got furthest, and join paths,
+  // so the message names the real field (messages[0].content[0].type).
   let deepest = issue;
+  let path = [...(issue.path ?? [])];
   while (deepest.issues?.length) {
     const next = deepest.issues.reduce((a, b) => ((b.path?.length ?? 0) > (a.path?.length ?? 0) ? b : a));
-    if ((next.path?.length ?? 0) < (deepest.path?.length ?? 0)) break;
+    if (!next.path?.length) break;
+    const last = path[path.length - 1];
+    const relative = !last || next.path[0].input === last.value;
+    path = relative ? [...path, ...next.path] : [...next.path];
     deepest = next;
   }
-  const param = paramPath(deepest) || null;
+  const param = paramPath({ ...deepest, path } as v.BaseIssue<unknown>) || null;
   const code = codeOf(deepest);
   let message: string;
   if (code === 'missing_required_parameter') message = `Missing required parameter: '${param}'.`;
