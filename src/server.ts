@@ -200,7 +200,14 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         return;
       }
       kctx.respond = false;
-      const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, out.onError);
+      const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, (err) => {
+        const frame = out.onError(err);
+        const name = (err as Error)?.name;
+        ctx.log.stream_error = (err as { code?: string })?.code ?? name ?? 'error';
+        if (!['UpstreamError', 'TransportError', 'GatewayError'].includes(name) && (err as { code?: string })?.code !== 'ECONNRESET')
+          logger.error({ err, request_id: ctx.id }, 'stream failed inside the gateway');
+        return frame;
+      });
       ctx.log.stream = result;
     };
     if (spec.method === 'POST') router.post(spec.path, handler);

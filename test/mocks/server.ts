@@ -111,6 +111,9 @@ export async function startMock(handler: Handler): Promise<MockServer> {
       for (const frame of reply.sse) {
         if (res.destroyed) return;
         if (fault?.cutAfterEvents !== undefined && n >= fault.cutAfterEvents) {
+          // Let what was written reach the wire, then drop the connection
+          // without the final chunk: the client sees a premature close.
+          await new Promise((r) => setTimeout(r, 30));
           res.socket?.destroy();
           return;
         }
