@@ -1,0 +1,103 @@
+// The plugin contract: a custom plugin loads from a path in gateway.yaml and
+// runs in the pipeline; the runner refuses bad plugins, missing dependencies
+// and wrong order at start-up with coded errors.
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import { startOpenAIMock } from './mocks/openai.js';
+import { startGateway, openAIConfig, CLIENT_KEY } from './helpers/gateway.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const examplePath = path.resolve(here, '../plugins/example/max-tokens-cap.js');
+const mock = await startOpenAIMock();
+t.teardown(() => mock.close());
+
+const pipeline = (extra: string) => `
+plugins:
+  - name: auth
+  - name: analytics
+  - name: route
+  - name: normalize
+${extra}
+  - name: debug
+`;
+
+t.test('a custom plugin from a path runs with its options', async (t) => {
+  const gw = await startGateway(openAIConfig(mock.url, pipeline(`  - name: max-tokens-cap\n    path: ${examplePath}\n    options: { max: 50 }`)));
+  t.teardown(() => gw.close());
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  mock.reset();
+  const r: any = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }], max_completion_tokens: 500, debug: ['normalizations'] } as any);
+  t.equal(mock.requests[0].body.max_completion_tokens, 50);
+  t.match(r.debug.normalizations, [{ param: 'max_completion_tokens', action: 'override', before: 500, after: 50 }]);
+  const r2: any = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }], max_completion_tokens: 20 } as any);
+  t.equal(mock.requests[1].body.max_completion_tokens, 20, 'under the cap: untouched');
+  t.ok(r2.id);
+});
+
+async function startFails(t: any, yaml: string, code: string, msg: RegExp) {
+  const err: any = await startGateway(yaml).then(
+    (gw) => gw.close().then(() => null),
+    (e) => e,
+  );
+  t.ok(err, 'start-up refused');
+  t.equal(err?.code, code);
+  t.match(err?.message, msg);
+}
+
+function tmpModule(src: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-plugin-'));
+  const file = path.join(dir, 'p.mjs');
+  fs.writeFileSync(file, src);
+  return file;
+}
+
+t.test('start-up checks', async (t) => {
+  await startFails(t, openAIConfig(mock.url, pipeline(`  - name: max-tokens-cap\n    path: ${examplePath}`).replace('  - name: route\n', '')), 'PLUGIN_MISSING_DEPENDENCY', /needs "route"/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: debug\n  - name: auth\n  - name: route\n`), 'PLUGIN_ORDER', /must come before/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - name: nope\n`), 'PLUGIN_UNKNOWN', /no built-in plugin "nope"/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - name: auth\n  - name: route\n`), 'PLUGIN_DUPLICATE', /listed twice/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n`), 'PLUGIN_MISSING_ROUTE', /no "route" plugin/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: /nonexistent/plugin.js\n  - name: route\n`), 'PLUGIN_LOAD_FAILED', /cannot load/);
+  const notObj = tmpModule('export default 42;');
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${notObj}\n  - name: route\n`), 'PLUGIN_INVALID', /must be an object/);
+  const noHandle = tmpModule("export default { name: 'x' };");
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${noHandle}\n  - name: route\n`), 'PLUGIN_INVALID', /needs `handle` or `prepareAttempt`/);
+  const badHandle = tmpModule("export default { name: 'x', handle: 'no' };");
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${badHandle}\n  - name: route\n`), 'PLUGIN_INVALID', /`handle` must be a function/);
+});
+
+t.test('a plugin can reject a request with the envelope', async (t) => {
+  const file = tmpModule(`
+import { errors } from ${JSON.stringify(path.resolve(here, '../src/errors.js'))};
+export default { name: 'no-swearing', needs: ['route'], async handle(ctx, next) {
+  if (JSON.stringify(ctx.body.messages).includes('darn')) throw errors.invalid('Please be polite.', 'messages', 'content_policy');
+  await next();
+} };`);
+  const gw = await startGateway(openAIConfig(mock.url, pipeline(`  - path: ${file}`)));
+  t.teardown(() => gw.close());
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  const e: any = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'darn it' }] }).catch((e) => e);
+  t.equal(e.status, 400);
+  t.equal(e.error.code, 'content_policy');
+  const ok = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hello' }] });
+  t.ok(ok.id);
+});
+
+t.test('a plugin that throws unexpectedly gives a 500 without a stack trace', async (t) => {
+  const file = tmpModule(`export default { name: 'buggy', async handle() { throw new TypeError('secret internals at /srv/x.js:10'); } };`);
+  const gw = await startGateway(openAIConfig(mock.url, pipeline(`  - path: ${file}`)));
+  t.teardown(() => gw.close());
+  const res = await fetch(`${gw.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }] }),
+  });
+  t.equal(res.status, 500);
+  const text = await res.text();
+  t.equal(JSON.parse(text).error.type, 'internal_server_error');
+  t.notMatch(text, /secret internals|\.js:\d+/);
+});
