@@ -7,11 +7,12 @@ import route from './route/index.js';
 import normalize from './normalize/index.js';
 import debug from './debug/index.js';
 import openai from './openai/index.js';
+import anthropic from './anthropic/index.js';
 
 export function builtins(): BuiltinRegistry {
   return {
     pipeline: { auth, analytics, route, normalize, debug },
     defaultPipeline: ['auth', 'analytics', 'route', 'normalize', 'debug'],
-    providers: [openai()],
+    providers: [openai(), anthropic()],
   };
 }
