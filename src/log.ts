@@ -21,7 +21,8 @@ export const REDACT_PATHS = [
 ];
 
 export function createLogger(level: string, dest?: DestinationStream): Logger {
-  const stream = dest ?? pino.destination({ fd: 1, sync: false, minLength: 4096 });
+  // Asynchronous writes without a minimum batch: a quiet gateway still shows its lines at once.
+  const stream = dest ?? pino.destination({ fd: 1, sync: false });
   return pino(
     {
       level,

@@ -1,0 +1,200 @@
+// gateway.yaml: validation with path and line for every problem (all at
+// once), ${VAR} / ${VAR:-default}, env keys and provider env defaults, and
+// the CLI: `check` exit codes, `start` serving /healthz, SIGTERM draining.
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
+import { builtins } from '../plugins/index.js';
+import { familiesOf } from '../src/cli.js';
+import { startMock, sse } from './mocks/server.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const cli = path.resolve(here, '../src/cli.js');
+const families = familiesOf(builtins());
+const load = (yaml: string, env: Record<string, string> = {}) => loadConfigText(yaml, 'g.yaml', { families, env });
+
+function problems(yaml: string, env: Record<string, string> = {}) {
+  try {
+    load(yaml, env);
+  } catch (e) {
+    if (e instanceof ConfigError) return e.problems;
+    throw e;
+  }
+  return [];
+}
+
+t.test('the shipped gateway.yaml is valid and holds the expected catalog', async (t) => {
+  const cfg = load(fs.readFileSync(path.join(root, 'gateway.yaml'), 'utf8'), {});
+  for (const id of ['openai/gpt-4.1-mini', 'openai/gpt-5-mini', 'openai/gpt-image-1']) t.ok(cfg.models.get(id), id);
+  t.equal(cfg.models.get('openai/gpt-5-mini')!.capabilities.reasoning, true);
+  t.equal(cfg.server.port, 8080);
+});
+
+t.test('every problem is reported with its path and line', async (t) => {
+  const yaml = `server:
+  port: 99999
+  colour: blue
+providers:
+  - name: p1
+    family: martian
+  - name: p2
+    family: openai
+    base_url: not a url
+models:
+  - id: no-slash
+    deployments: [{ provider: p2, model: m }]
+  - id: a/b
+    deployments: [{ provider: ghost, model: m }]
+    fallbacks: [a/zzz]
+  - id: a/c
+    deployments: []
+aliases:
+  short: a/unknown
+`;
+  const ps = problems(yaml);
+  const find = (p: string) => ps.find((x) => x.path === p);
+  t.match(find('server.port'), { line: 2, message: /65535/ });
+  t.match(find('server.colour'), { line: 3, message: /unknown key/ });
+  t.match(find('providers.1.base_url'), { line: 9, message: /URL/ });
+  t.match(find('models.0.id'), { line: 11, message: /<owner>\/<model>/ });
+  t.match(find('models.2.deployments'), { line: 17, message: /at least one/ });
+  t.ok(ps.length >= 5, 'schema problems all listed together');
+  // Cross-reference problems are found once the schema passes.
+  const ps2 = problems(`providers:
+  - name: p1
+    family: martian
+  - name: p2
+    family: openai
+models:
+  - id: a/b
+    deployments: [{ provider: ghost, model: m }]
+    fallbacks: [a/zzz]
+aliases:
+  short: a/unknown
+`);
+  const f2 = (p: string) => ps2.find((x) => x.path === p);
+  t.match(f2('providers.0.family'), { line: 3, message: /unknown provider family "martian"/ });
+  t.match(f2('models.0.deployments.0.provider'), { line: 8, message: /no provider named "ghost"/ });
+  t.match(f2('models.0.fallbacks.0'), { line: 9, message: /no model "a\/zzz"/ });
+  t.match(f2('aliases.short'), { line: 11, message: /unknown model/ });
+  const e = (() => {
+    try {
+      load('server:\n  port: [1,');
+    } catch (e) {
+      return e as ConfigError;
+    }
+  })();
+  t.ok(e instanceof ConfigError, 'YAML syntax errors are config errors');
+  t.ok(e!.problems[0].line);
+});
+
+t.test('${VAR} and ${VAR:-default} interpolation, inside values only', async (t) => {
+  const yaml = `providers:
+  - name: o
+    family: openai
+    api_key: \${MY_KEY}
+    base_url: \${MY_URL:-http://127.0.0.1:9/v1}
+    headers: { x-team: "\${TEAM:-core}" }
+`;
+  const cfg = load(yaml, { MY_KEY: 'sk-abc' });
+  const p = cfg.providers.get('o')!;
+  t.equal(p.api_key, 'sk-abc');
+  t.equal(p.base_url, 'http://127.0.0.1:9/v1');
+  t.equal(p.headers['x-team'], 'core');
+  const ps = problems(yaml, {});
+  t.match(ps, [{ path: 'providers.0.api_key', line: 4, message: /MY_KEY is not set/ }]);
+  // A value that looks like YAML stays a string.
+  const cfg2 = load(yaml, { MY_KEY: 'a: [b, c]' });
+  t.equal(cfg2.providers.get('o')!.api_key, 'a: [b, c]');
+});
+
+t.test('keys: SHA-256 in the file, plaintext only via GATEWAY_API_KEYS; env provider defaults; PORT', async (t) => {
+  const cfg = load(`keys:\n  - name: team\n    sha256: ${sha256Hex('k1')}\nproviders:\n  - name: openai\n    family: openai\n`, {
+    GATEWAY_API_KEYS: 'k2, k3',
+    OPENAI_API_KEY: 'sk-env',
+    OPENAI_BASE_URL: 'http://127.0.0.1:7/v1/',
+    PORT: '9090',
+  });
+  t.same(cfg.keys.map((k) => k.name), ['team', 'env-1', 'env-2']);
+  t.equal(cfg.keys[1].hash.toString('hex'), sha256Hex('k2'));
+  t.equal(cfg.providers.get('openai')!.api_key, 'sk-env');
+  t.equal(cfg.providers.get('openai')!.base_url, 'http://127.0.0.1:7/v1');
+  t.equal(cfg.server.port, 9090);
+  t.match(problems(`keys:\n  - name: plain\n    sha256: my-secret-key\n`), [{ path: 'keys.0.sha256', message: /SHA-256/ }]);
+  t.match(problems('server: {}', { PORT: 'eighty' }), [{ path: 'PORT' }]);
+});
+
+t.test('model-gateway check: exit 0 on a good file, 1 listing every problem', async (t) => {
+  const ok = spawnSync(process.execPath, [cli, 'check', path.join(root, 'gateway.yaml')], { encoding: 'utf8' });
+  t.equal(ok.status, 0, ok.stderr);
+  t.match(ok.stdout, /OK/);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-cfg-'));
+  const bad = path.join(dir, 'bad.yaml');
+  fs.writeFileSync(bad, 'server:\n  port: -1\n  nope: 1\n');
+  const r = spawnSync(process.execPath, [cli, 'check', bad], { encoding: 'utf8' });
+  t.equal(r.status, 1);
+  t.match(r.stderr, /server\.port \(line 2\)/);
+  t.match(r.stderr, /server\.nope \(line 3\): unknown key/);
+  const missing = spawnSync(process.execPath, [cli, 'check', path.join(dir, 'none.yaml')], { encoding: 'utf8' });
+  t.equal(missing.status, 1);
+  t.match(missing.stderr, /cannot read/);
+  const schema = spawnSync(process.execPath, [cli, 'schema'], { encoding: 'utf8' });
+  t.equal(schema.status, 0);
+  const js = JSON.parse(schema.stdout);
+  t.ok(js.properties.models && js.properties.providers, 'JSON Schema of the config');
+});
+
+t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream finish', async (t) => {
+  const upstream = await startMock(() => ({
+    status: 200,
+    sseDelayMs: 40,
+    sse: [
+      ...Array.from({ length: 10 }, (_, i) => sse({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: '' } : { content: `${i} ` }, finish_reason: null }] })),
+      sse({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }),
+      'data: [DONE]\n\n',
+    ],
+  }));
+  t.teardown(() => upstream.close());
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-start-'));
+  const file = path.join(dir, 'gateway.yaml');
+  fs.writeFileSync(file, `providers:\n  - name: up\n    family: openai-compatible\n    base_url: ${upstream.url}/v1\nmodels:\n  - id: up/m\n    deployments: [{ provider: up, model: m }]\n`);
+  const child = spawn(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, GATEWAY_API_KEYS: 'k-start-1', HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => child.kill('SIGKILL'));
+  let out = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout.on('data', (c) => {
+      out += c;
+      const m = /"port":(\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
+  });
+  const h = await fetch(`http://127.0.0.1:${port}/healthz`);
+  t.equal(h.status, 200);
+  const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer k-start-1', 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'up/m', messages: [{ role: 'user', content: 'x' }], stream: true }),
+  });
+  t.equal(res.status, 200);
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const reader = res.body!.getReader();
+  await reader.read();
+  child.kill('SIGTERM');
+  let text = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += Buffer.from(value).toString();
+  }
+  t.match(text, /\[DONE\]/, 'the in-flight stream completed after SIGTERM');
+  t.equal(await exited, 0, 'clean exit');
+  await t.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'no longer accepting');
+  t.match(out, /"request_id"/, 'access log line written');
+  t.notMatch(out, /k-start-1/, 'client key never logged');
+});
