@@ -198,3 +198,9 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   t.match(out, /"request_id"/, 'access log line written');
   t.notMatch(out, /k-start-1/, 'client key never logged');
 });
+
+t.test('the committed gateway.schema.json is up to date with the schema', async (t) => {
+  const r = spawnSync(process.execPath, [cli, 'schema'], { encoding: 'utf8' });
+  const committed = JSON.parse(fs.readFileSync(path.join(root, 'gateway.schema.json'), 'utf8'));
+  t.same(committed, JSON.parse(r.stdout), 'run `npm run schema` after changing src/config/schema.ts');
+});
