@@ -8,11 +8,12 @@ import normalize from './normalize/index.js';
 import debug from './debug/index.js';
 import openai from './openai/index.js';
 import anthropic from './anthropic/index.js';
+import google from './google/index.js';
 
 export function builtins(): BuiltinRegistry {
   return {
     pipeline: { auth, analytics, route, normalize, debug },
     defaultPipeline: ['auth', 'analytics', 'route', 'normalize', 'debug'],
-    providers: [openai(), anthropic()],
+    providers: [openai(), anthropic(), google()],
   };
 }

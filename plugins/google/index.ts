@@ -1,0 +1,86 @@
+// The Google Gemini provider plugin: family `google` (Generative Language API,
+// https://ai.google.dev/api). Chat completions are translated to
+// models/{model}:generateContent and :streamGenerateContent?alt=sse; a
+// `cache_control` prefix becomes a cached content (cache.ts).
+//
+// The key goes in the x-goog-api-key header, never in the URL (`?key=` works
+// too, but URLs end up in logs and traces).
+import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../src/plugin.js';
+import type { ChatRequest } from '../../src/types.js';
+import { upstreamJson, upstreamEvents, UpstreamError } from '../../src/provider.js';
+import type { GenerateContentRequest, GenerateContentResponse } from './wire.js';
+import { toGemini } from './request.js';
+import { toCompletion } from './response.js';
+import { geminiChunks } from './stream.js';
+import { geminiError, reclassify } from './errors.js';
+import { ensureCachedContent, evictCachedContent } from './cache.js';
+
+export const GOOGLE_FAMILY = {
+  defaultBaseUrl: 'https://generativelanguage.googleapis.com',
+  env: { apiKey: 'GEMINI_API_KEY', baseUrl: 'GEMINI_BASE_URL' },
+};
+
+/** `{base}/v1beta`; a base_url that already ends in a version (…/v1beta, …/v1) is used as is. */
+export function apiBase(baseUrl: string): string {
+  const b = baseUrl.replace(/\/+$/, '');
+  return /\/v1(alpha|beta)?$/.test(b) ? b : `${b}/v1beta`;
+}
+
+export function googleHeaders(call: ProviderCall<unknown>): Record<string, string> {
+  return call.provider.api_key ? { 'x-goog-api-key': call.provider.api_key } : {};
+}
+
+/** The upstream model name as the URL path wants it (`gemini-2.5-flash`, not `models/gemini-2.5-flash`). */
+export function modelPath(model: string): string {
+  return encodeURIComponent(model.replace(/^models\//, ''));
+}
+
+async function generate(call: ProviderCall<ChatRequest>, base: string, headers: Record<string, string>, body: GenerateContentRequest): Promise<ChatOutcome> {
+  const model = call.request.model;
+  const url = `${base}/models/${modelPath(model)}:${call.stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`;
+  try {
+    if (call.stream) {
+      const events = await upstreamEvents(call, { url, headers, body, mapError: geminiError });
+      return { kind: 'stream', chunks: geminiChunks(events, { model, includeUsage: !!call.request.stream_options?.include_usage }) };
+    }
+    const res = await upstreamJson<GenerateContentResponse>(call, { url, headers, body, mapError: geminiError });
+    return { kind: 'json', body: toCompletion(res, model, call.request.n ?? 1) };
+  } catch (err) {
+    throw reclassify(err);
+  }
+}
+
+/** Google's answer when a cachedContent name is unknown: 403/404 "CachedContent not found (or permission denied)". */
+function cacheGone(err: unknown): boolean {
+  return err instanceof UpstreamError && (err.status === 403 || err.status === 404) && /cached ?content/i.test(err.error.message);
+}
+
+export default function google(): ProviderPlugin {
+  return {
+    kind: 'provider',
+    name: 'google',
+    families: { google: GOOGLE_FAMILY },
+    async chat(call: ProviderCall<ChatRequest>): Promise<ChatOutcome> {
+      const plan = toGemini(call.request, { model: call.model, note: call.note });
+      const base = apiBase(call.provider.base_url);
+      const headers = googleHeaders(call);
+      if (!plan.cache) return generate(call, base, headers, plan.body);
+
+      const cache = await ensureCachedContent(call, base, headers, plan.cache.create);
+      if (!cache.name) {
+        call.note({ param: 'cache_control', action: 'strip', reason: `the Gemini cached content could not be created (${cache.error}); the request was sent uncached` });
+        return generate(call, base, headers, plan.body);
+      }
+      plan.cache.notes.forEach(call.note);
+      try {
+        return await generate(call, base, headers, { ...plan.cache.body, cachedContent: cache.name });
+      } catch (err) {
+        if (!cacheGone(err)) throw err;
+        // Deleted or expired early on Google's side: forget it and answer uncached.
+        evictCachedContent(call.shared, cache.key);
+        call.note({ param: 'cache_control', action: 'strip', reason: `Gemini no longer knows ${cache.name}; the request was sent uncached` });
+        return generate(call, base, headers, plan.body);
+      }
+    },
+  };
+}
