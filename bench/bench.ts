@@ -1,0 +1,696 @@
+// `npm run bench [-- --quick] [--rounds N] [--duration S] [--no-portkey] [--profile] [--transport http]`
+//
+// One run on this machine: a fast mock upstream (own process), then each
+// target in front of it, measured in interleaved rounds with the same load:
+//   direct to the mock · a plain Node proxy (the reference limit of one Node
+//   process) · the gateway (built dist, `model-gateway start`, access log ON
+//   at info) for OpenAI passthrough, Anthropic and Gemini translated, plain and
+//   streaming, and the Responses API on a translated family · the gateway
+//   with 2 workers · @portkey-ai/gateway (passthrough).
+// Then 2,000 concurrent paced streams through a translated path, every event
+// counted and its order checked. Prints one table, writes
+// bench/results/latest.json and latest.svg. BENCHMARKS.md explains the rows.
+import { mkdtempSync, readdirSync, openSync, readSync, closeSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { throughput, serial, manyStreams, percentile, type RequestSpec, type StreamFormat, type ThroughputResult, type StreamCheck } from './load.js';
+import { expectedText, tokenText } from './mock-upstream.js';
+import {
+  PROJECT_ROOT,
+  BENCH_CLIENT_KEY,
+  availability,
+  forkReady,
+  startGateway,
+  startPortkey,
+  removeDir,
+  RssSampler,
+  peakRssMb,
+  rssMb,
+  machine,
+  type Proc,
+  type GatewayProc,
+  type Availability,
+} from './processes.js';
+import { formatTable, writeResults, type BenchReport, type RowResult, type TargetKind, type TargetCheck } from './report.js';
+import { summarize, formatSummary } from './profile.js';
+
+export interface BenchOptions {
+  quick: boolean;
+  rounds: number;
+  /** Seconds per throughput measurement (32 connections). */
+  throughputS: number;
+  /** Seconds per concurrency-1 measurement. */
+  serialS: number;
+  warmupS: number;
+  connections: number;
+  /** Text deltas per answer (the response size). */
+  tokens: number;
+  streams: { count: number; events: number; paceMs: number } | null;
+  portkey: boolean;
+  plain: boolean;
+  workers2: boolean;
+  /** Only these row ids (plus their baselines); absent: all. */
+  only?: string[];
+  startupSamples: number;
+  /** server.transport for the gateway (written only when set). */
+  transport?: string;
+  profile: boolean;
+  /** 'file' (default: a file in the run's temp dir) or 'null' (/dev/null). */
+  log: 'file' | 'null';
+  outDir: string | null;
+  print: boolean;
+}
+
+export const FULL: BenchOptions = {
+  quick: false,
+  rounds: 3,
+  throughputS: 4,
+  serialS: 2,
+  warmupS: 1,
+  connections: 32,
+  tokens: 16,
+  streams: { count: 2000, events: 200, paceMs: 20 },
+  portkey: true,
+  plain: true,
+  workers2: true,
+  startupSamples: 3,
+  profile: false,
+  log: 'file',
+  outDir: path.join(PROJECT_ROOT, 'bench', 'results'),
+  print: true,
+};
+
+export const QUICK: BenchOptions = { ...FULL, quick: true, rounds: 1, throughputS: 1.5, serialS: 0.75, warmupS: 0.5, startupSamples: 1 };
+
+// ---------------------------------------------------------------------------
+// Rows
+
+interface RowDef {
+  id: string;
+  label: string;
+  target: TargetKind;
+  path: string;
+  stream: boolean;
+  format: StreamFormat;
+  spec?: RequestSpec;
+  /** Reason the row cannot run in this build. */
+  na?: string;
+  /** Measured at 32 connections (all but the direct baselines of translated protocols). */
+  c32: boolean;
+  c1: boolean;
+  /** Row id of the direct baseline for added latency. */
+  baseline?: string;
+  /** Process group whose RSS is the row's. */
+  group?: string;
+}
+
+const PROMPT = 'Say hello in five words.';
+
+function chatBody(model: string, tokens: number, stream: boolean): string {
+  return JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_completion_tokens: tokens, ...(stream ? { stream: true } : {}) });
+}
+
+function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string }): RowDef[] {
+  const n = o.tokens;
+  const rows: RowDef[] = [];
+  const auth = { authorization: `Bearer ${BENCH_CLIENT_KEY}` };
+  const mock = origins.mock;
+  // Direct to the mock, in each upstream protocol.
+  for (const stream of [false, true]) {
+    const s = stream ? '-stream' : '';
+    const st = stream ? ', stream' : '';
+    rows.push({
+      id: `direct-chat${s}`,
+      label: `direct · OpenAI chat${st}`,
+      target: 'direct',
+      path: 'passthrough',
+      stream,
+      format: 'openai-chat',
+      c32: true,
+      c1: true,
+      spec: { origin: mock, path: '/v1/chat/completions', headers: { authorization: 'Bearer sk-bench-openai-0123456789' }, body: chatBody('gpt-bench', n, stream), stream },
+    });
+  }
+  for (const stream of [false, true]) {
+    const s = stream ? '-stream' : '';
+    const st = stream ? ', stream' : '';
+    rows.push({
+      id: `direct-anthropic${s}`,
+      label: `direct · Anthropic Messages${st}`,
+      target: 'direct',
+      path: 'anthropic',
+      stream,
+      format: 'anthropic',
+      c32: false,
+      c1: true,
+      spec: {
+        origin: mock,
+        path: '/v1/messages',
+        headers: { 'x-api-key': 'sk-ant-bench-0123456789', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: 'claude-bench', max_tokens: n, messages: [{ role: 'user', content: PROMPT }], ...(stream ? { stream: true } : {}) }),
+        stream,
+      },
+    });
+    rows.push({
+      id: `direct-gemini${s}`,
+      label: `direct · Gemini${st}`,
+      target: 'direct',
+      path: 'gemini',
+      stream,
+      format: 'gemini',
+      c32: false,
+      c1: true,
+      spec: {
+        origin: mock,
+        path: stream ? '/v1beta/models/gemini-bench:streamGenerateContent?alt=sse' : '/v1beta/models/gemini-bench:generateContent',
+        headers: { 'x-goog-api-key': 'AIzaBench0123456789' },
+        body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: PROMPT }] }], generationConfig: { maxOutputTokens: n } }),
+        stream,
+      },
+    });
+  }
+  if (o.plain) {
+    for (const stream of [false, true]) {
+      const s = stream ? '-stream' : '';
+      rows.push({
+        id: `plain-chat${s}`,
+        label: `plain Node proxy · chat${stream ? ', stream' : ''}`,
+        target: 'plain',
+        path: 'passthrough',
+        stream,
+        format: 'openai-chat',
+        c32: true,
+        c1: true,
+        baseline: `direct-chat${s}`,
+        group: 'plain',
+        na: origins.plain ? undefined : 'plain proxy did not start',
+        spec: origins.plain ? { origin: origins.plain, path: '/v1/chat/completions', headers: { authorization: 'Bearer sk-bench-openai-0123456789' }, body: chatBody('gpt-bench', n, stream), stream } : undefined,
+      });
+    }
+  }
+  if (o.portkey) {
+    rows.push({
+      id: 'portkey-chat',
+      label: 'Portkey gateway · passthrough',
+      target: 'portkey',
+      path: 'passthrough',
+      stream: false,
+      format: 'openai-chat',
+      c32: true,
+      c1: true,
+      baseline: 'direct-chat',
+      group: 'portkey',
+      na: origins.portkey ? undefined : 'Portkey did not start',
+      spec: origins.portkey
+        ? {
+            origin: origins.portkey,
+            path: '/v1/chat/completions',
+            headers: { authorization: 'Bearer sk-bench-openai-0123456789', 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${mock}/v1` },
+            body: chatBody('gpt-bench', n, false),
+            stream: false,
+          }
+        : undefined,
+    });
+  }
+  const gw = origins.gw!;
+  const translated = avail.anthropic ? 'anthropic' : avail.gemini ? 'gemini' : undefined;
+  const gwRows: { key: string; label: string; model: string; available: boolean; na?: string; responses?: boolean; baseline: string }[] = [
+    { key: 'openai', label: 'gateway · OpenAI passthrough', model: 'bench/openai', available: true, baseline: 'direct-chat' },
+    { key: 'anthropic', label: 'gateway · Anthropic translated', model: 'bench/anthropic', available: !!avail.anthropic, baseline: 'direct-anthropic' },
+    { key: 'gemini', label: 'gateway · Gemini translated', model: 'bench/gemini', available: !!avail.gemini, baseline: 'direct-gemini' },
+    {
+      key: 'responses',
+      label: `gateway · Responses API → ${translated ?? 'translated'}`,
+      model: `bench/${translated}`,
+      available: avail.responses && !!translated,
+      na: !avail.responses ? 'Responses endpoint not registered' : 'no translated family registered',
+      responses: true,
+      baseline: `direct-${translated ?? 'anthropic'}`,
+    },
+  ];
+  for (const stream of [false, true]) {
+    const s = stream ? '-stream' : '';
+    for (const g of gwRows) {
+      rows.push({
+        id: `gw-${g.key}${s}`,
+        label: `${g.label}${stream ? ', stream' : ''}`,
+        target: 'gateway',
+        path: g.key === 'openai' ? 'passthrough' : g.key,
+        stream,
+        format: g.responses ? 'openai-responses' : 'openai-chat',
+        c32: true,
+        c1: true,
+        baseline: `${g.baseline}${s}`,
+        group: 'gateway',
+        na: g.available ? undefined : (g.na ?? `the ${g.key} family is not registered`),
+        spec: g.available
+          ? {
+              origin: gw,
+              path: g.responses ? '/v1/responses' : '/v1/chat/completions',
+              headers: auth,
+              body: g.responses
+                ? JSON.stringify({ model: g.model, input: PROMPT, max_output_tokens: n, store: false, ...(stream ? { stream: true } : {}) })
+                : chatBody(g.model, n, stream),
+              stream,
+            }
+          : undefined,
+      });
+    }
+  }
+  if (o.workers2) {
+    rows.push({
+      id: 'gw2-openai',
+      label: 'gateway ×2 workers · OpenAI passthrough',
+      target: 'gateway-2w',
+      path: 'passthrough',
+      stream: false,
+      format: 'openai-chat',
+      c32: true,
+      c1: false,
+      baseline: 'direct-chat',
+      group: 'gateway2',
+      na: origins.gw2 ? undefined : 'the 2-worker gateway did not start',
+      spec: origins.gw2 ? { origin: origins.gw2, path: '/v1/chat/completions', headers: auth, body: chatBody('bench/openai', n, false), stream: false } : undefined,
+    });
+  }
+  // Stream rows next to their plain rows in the table.
+  const order = (r: RowDef) => rows.indexOf(rows.find((x) => x.id === r.id.replace(/-stream$/, '')) ?? r) + (r.stream ? 0.5 : 0);
+  rows.sort((a, b) => order(a) - order(b));
+  if (o.only) {
+    const keep = new Set(o.only);
+    for (const r of rows) if (keep.has(r.id) && r.baseline) keep.add(r.baseline);
+    return rows.filter((r) => keep.has(r.id));
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------
+// Probe: one request per row, checked for content, before anything is timed.
+
+function textOf(format: StreamFormat, body: any): string | undefined { // eslint-disable-line @typescript-eslint/no-explicit-any
+  switch (format) {
+    case 'openai-chat':
+      return body?.choices?.[0]?.message?.content;
+    case 'openai-responses':
+      return (body?.output ?? [])
+        .filter((i: { type?: string }) => i.type === 'message')
+        .flatMap((i: { content?: { type: string; text?: string }[] }) => i.content ?? [])
+        .filter((p: { type: string }) => p.type === 'output_text')
+        .map((p: { text?: string }) => p.text)
+        .join('');
+    case 'anthropic':
+      return body?.content?.[0]?.text;
+    case 'gemini':
+      return body?.candidates?.[0]?.content?.parts?.map((p: { text?: string }) => p.text ?? '').join('');
+  }
+}
+
+async function probe(row: RowDef, tokens: number): Promise<string | null> {
+  const spec = row.spec!;
+  const texts = Array.from({ length: tokens }, (_, i) => tokenText(i));
+  if (spec.stream) {
+    const r = await manyStreams(spec, row.format, 1, texts);
+    return r.completed === 1 ? null : (r.first_error ?? 'stream check failed');
+  }
+  try {
+    const res = await fetch(spec.origin + spec.path, { method: 'POST', headers: { ...spec.headers, 'content-type': 'application/json' }, body: spec.body });
+    const text = await res.text();
+    if (res.status !== 200) return `HTTP ${res.status}: ${text.slice(0, 300)}`;
+    const got = textOf(row.format, JSON.parse(text));
+    return got === expectedText(tokens) ? null : `unexpected answer text: ${JSON.stringify(got)?.slice(0, 100)}`;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
+};
+
+function log(o: BenchOptions, msg: string) {
+  if (o.print) process.stderr.write(msg + '\n');
+}
+
+export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<BenchReport> {
+  const o: BenchOptions = { ...(opts.quick ? QUICK : FULL), ...opts };
+  const started = Date.now();
+  const avail = availability();
+  const procs: Proc[] = [];
+  const dirs: string[] = [];
+  const profDir = o.profile ? mkdtempSync(path.join(os.tmpdir(), 'gw-bench-prof-')) : undefined;
+  let sampler: RssSampler | undefined;
+  try {
+    log(o, `mock upstream, plain proxy${o.portkey ? ', Portkey' : ''} and gateway starting…`);
+    const mock = await forkReady('mock-upstream.js', []);
+    procs.push(mock);
+    const mockOrigin = `http://127.0.0.1:${mock.port}`;
+
+    // Start-up time to a ready /healthz and idle RSS (fresh processes; the last one is kept).
+    const startupSamples: number[] = [];
+    let gw!: GatewayProc;
+    let idleRss = NaN;
+    const gwOpts = { mockOrigin, avail, transport: o.transport, logFile: o.log === 'null' ? 'null' : undefined, cpuProfDir: profDir, paceMs: o.streams?.paceMs };
+    for (let i = 0; i < Math.max(1, o.startupSamples); i++) {
+      if (gw) {
+        await gw.stop();
+        removeDir(gw.dir);
+      }
+      gw = await startGateway(gwOpts);
+      startupSamples.push(gw.startupMs);
+    }
+    procs.push(gw);
+    dirs.push(gw.dir);
+    await new Promise((r) => setTimeout(r, 1000));
+    idleRss = rssMb(gw.pids());
+
+    let plain: Proc | undefined;
+    if (o.plain) plain = await forkReady('plain-proxy.js', [mockOrigin]).catch(() => undefined);
+    if (plain) procs.push(plain);
+    let portkey: Proc | undefined;
+    if (o.portkey) portkey = await startPortkey().catch((err) => (log(o, `Portkey: ${(err as Error).message}`), undefined));
+    if (portkey) procs.push(portkey);
+    let gw2: GatewayProc | undefined;
+    if (o.workers2) gw2 = await startGateway({ ...gwOpts, workers: 2, cpuProfDir: undefined }).catch((err) => (log(o, `2 workers: ${(err as Error).message}`), undefined));
+    if (gw2) {
+      procs.push(gw2);
+      dirs.push(gw2.dir);
+    }
+
+    const rows = buildRows(o, avail, {
+      mock: mockOrigin,
+      plain: plain && `http://127.0.0.1:${plain.port}`,
+      portkey: portkey && `http://127.0.0.1:${portkey.port}`,
+      gw: `http://127.0.0.1:${gw.port}`,
+      gw2: gw2 && `http://127.0.0.1:${gw2.port}`,
+    });
+    const groups = new Map<string, () => number[]>([
+      ['gateway', () => gw.pids()],
+      ['mock', () => [mock.pid]],
+    ]);
+    if (plain) groups.set('plain', () => [plain.pid]);
+    if (portkey) groups.set('portkey', () => [portkey.pid]);
+    if (gw2) groups.set('gateway2', () => gw2.pids());
+    sampler = new RssSampler(groups, 100);
+
+    // Probe every row once; a row that answers wrongly is reported, not timed.
+    const failures = new Map<string, string>();
+    for (const r of rows) {
+      if (r.na || !r.spec) continue;
+      const why = await probe(r, o.tokens);
+      if (why) {
+        failures.set(r.id, why);
+        log(o, `row ${r.id} failed its probe: ${why}`);
+      }
+    }
+    const live = rows.filter((r) => !r.na && r.spec && !failures.has(r.id));
+    const c32Rows = live.filter((r) => r.c32);
+    const c1Rows = live.filter((r) => r.c1);
+
+    log(o, `warm-up (${o.warmupS} s per row)…`);
+    for (const r of c32Rows) await throughput(r.spec!, o.connections, o.warmupS);
+    for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
+
+    const tp = new Map<string, ThroughputResult[]>();
+    const lat = new Map<string, { latency: number[]; ttfb: number[]; failed: number }>();
+    const peaks = new Map<string, number>();
+    const notePeak = (r: RowDef, v: number) => {
+      if (r.group && Number.isFinite(v)) peaks.set(r.id, Math.max(peaks.get(r.id) ?? 0, v));
+    };
+    for (let round = 0; round < o.rounds; round++) {
+      log(o, `round ${round + 1}/${o.rounds}: ${c32Rows.length} rows × ${o.throughputS} s at ${o.connections} connections, ${c1Rows.length} rows × ${o.serialS} s at 1…`);
+      // Round-robin, starting one row later each round so no row always follows the same one.
+      const rot = <T>(xs: T[]) => xs.map((_, i) => xs[(i + round) % xs.length]);
+      for (const r of rot(c32Rows)) {
+        if (r.group) sampler.take(r.group);
+        const res = await throughput(r.spec!, o.connections, o.throughputS);
+        if (r.group) notePeak(r, sampler.take(r.group));
+        tp.set(r.id, [...(tp.get(r.id) ?? []), res]);
+      }
+      for (const r of rot(c1Rows)) {
+        if (r.group) sampler.take(r.group);
+        const res = await serial(r.spec!, o.serialS);
+        if (r.group) notePeak(r, sampler.take(r.group));
+        const acc = lat.get(r.id) ?? { latency: [], ttfb: [], failed: 0 };
+        acc.latency.push(...res.latency_us);
+        acc.ttfb.push(...res.ttfb_us);
+        acc.failed += res.failed;
+        lat.set(r.id, acc);
+      }
+    }
+
+    // Many concurrent streams through a translated path.
+    let streams: BenchReport['streams'];
+    if (o.streams) {
+      const fam = avail.anthropic ? 'anthropic' : avail.gemini ? 'gemini' : undefined;
+      if (!fam) streams = { path: 'translated', status: 'n/a', note: 'no translated family registered' };
+      else {
+        const { count, events, paceMs } = o.streams;
+        log(o, `streams: ${count} concurrent × ${events} events through ${fam} (paced ${paceMs} ms)…`);
+        const texts = Array.from({ length: events }, (_, i) => tokenText(i));
+        const direct: RequestSpec =
+          fam === 'anthropic'
+            ? {
+                origin: mockOrigin,
+                path: '/v1/messages',
+                headers: { 'x-api-key': 'sk-ant-bench-0123456789', 'anthropic-version': '2023-06-01' },
+                body: JSON.stringify({ model: `claude-bench-paced-${paceMs}`, max_tokens: events, messages: [{ role: 'user', content: PROMPT }], stream: true }),
+                stream: true,
+              }
+            : {
+                origin: mockOrigin,
+                path: `/v1beta/models/gemini-bench-paced-${paceMs}:streamGenerateContent?alt=sse`,
+                headers: { 'x-goog-api-key': 'AIzaBench0123456789' },
+                body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: PROMPT }] }], generationConfig: { maxOutputTokens: events } }),
+                stream: true,
+              };
+        const viaGw: RequestSpec = { origin: `http://127.0.0.1:${gw.port}`, path: '/v1/chat/completions', headers: { authorization: `Bearer ${BENCH_CLIENT_KEY}` }, body: chatBody(`bench/${fam}-paced`, events, true), stream: true };
+        const d = await manyStreams(direct, fam, count, texts);
+        sampler.take('gateway');
+        const g = await manyStreams(viaGw, 'openai-chat', count, texts);
+        const peak = sampler.take('gateway');
+        streams = {
+          path: `chat completions → ${fam} (translated)`,
+          streams: count,
+          events_per_stream: events,
+          pace_ms: paceMs,
+          direct: d,
+          gateway: g,
+          gateway_peak_rss_mb: peak,
+          added_ttfb_p50_ms: g.ttfb_ms.p50 - d.ttfb_ms.p50,
+        };
+      }
+    }
+
+    const gwPeak = peakRssMb(gw.pids());
+    sampler.stop();
+
+    // Aggregate.
+    const results: RowResult[] = rows.map((r) => {
+      const base: RowResult = { id: r.id, label: r.label, target: r.target, path: r.path, stream: r.stream, status: 'ok' };
+      if (r.na) return { ...base, status: 'n/a', note: `not available: ${r.na}` };
+      const f = failures.get(r.id);
+      if (f) return { ...base, status: 'failed', note: f.slice(0, 200) };
+      const t = tp.get(r.id);
+      if (t) {
+        base.rps = median(t.map((x) => x.rps));
+        base.rps_rounds = t.map((x) => Math.round(x.rps));
+        base.p50_ms = median(t.map((x) => x.p50_ms));
+        base.p99_ms = median(t.map((x) => x.p99_ms));
+        base.failed = t.reduce((s, x) => s + x.failed, 0);
+      }
+      const l = lat.get(r.id);
+      if (l) {
+        const sl = [...l.latency].sort((a, b) => a - b);
+        const st = [...l.ttfb].sort((a, b) => a - b);
+        base.c1 = { requests: sl.length, p50_ms: percentile(sl, 50) / 1000, p99_ms: percentile(sl, 99) / 1000 };
+        if (r.stream) base.c1.ttfb_p50_ms = percentile(st, 50) / 1000;
+        base.failed = (base.failed ?? 0) + l.failed;
+      }
+      if (peaks.has(r.id)) base.peak_rss_mb = peaks.get(r.id);
+      return base;
+    });
+    const byId = new Map(results.map((r) => [r.id, r]));
+    for (const r of results) {
+      const def = rows.find((x) => x.id === r.id)!;
+      const b = def.baseline ? byId.get(def.baseline) : undefined;
+      if (r.c1 && b?.c1) {
+        r.c1.baseline = b.id;
+        r.c1.added_p50_ms = r.c1.p50_ms - b.c1.p50_ms;
+        r.c1.added_p99_ms = r.c1.p99_ms - b.c1.p99_ms;
+        if (r.c1.ttfb_p50_ms !== undefined && b.c1.ttfb_p50_ms !== undefined) r.c1.added_ttfb_p50_ms = r.c1.ttfb_p50_ms - b.c1.ttfb_p50_ms;
+      }
+    }
+
+    const ratio = (a?: string, b?: string) => {
+      const x = a ? byId.get(a)?.rps : undefined;
+      const y = b ? byId.get(b)?.rps : undefined;
+      return x !== undefined && y !== undefined && y > 0 ? x / y : null;
+    };
+    const ratios: Record<string, number | null> = {
+      'passthrough gateway/plain': ratio('gw-openai', 'plain-chat'),
+      'passthrough gateway/portkey': ratio('gw-openai', 'portkey-chat'),
+      'anthropic translated gateway/plain': ratio('gw-anthropic', 'plain-chat'),
+      'gemini translated gateway/plain': ratio('gw-gemini', 'plain-chat'),
+      'responses translated gateway/plain': ratio('gw-responses', 'plain-chat'),
+      'passthrough stream gateway/plain': ratio('gw-openai-stream', 'plain-chat-stream'),
+      'passthrough 2 workers / 1 worker': ratio('gw2-openai', 'gw-openai'),
+    };
+
+    const targets = checkTargets(byId, ratios, streams);
+    const logStats = o.log === 'file' ? countLines(gw.logFile) : undefined;
+    const report: BenchReport = {
+      version: 1,
+      started_at: new Date(started).toISOString(),
+      duration_s: Math.round((Date.now() - started) / 1000),
+      quick: o.quick,
+      machine: machine(),
+      settings: {
+        rounds: o.rounds,
+        connections: o.connections,
+        throughput_s: o.throughputS,
+        serial_s: o.serialS,
+        tokens: o.tokens,
+        log: o.log === 'null' ? 'info, to /dev/null' : 'info, one JSON line per request to a file',
+        transport: o.transport ?? 'default',
+        workers_row: o.workers2,
+      },
+      gateway: {
+        startup_ms: median(startupSamples),
+        startup_samples_ms: startupSamples.map((x) => Math.round(x)),
+        idle_rss_mb: idleRss,
+        peak_rss_mb: gwPeak,
+        ...(logStats ? { log_lines: logStats.lines, log_bytes_per_line: logStats.lines ? Math.round(logStats.bytes / logStats.lines) : 0 } : {}),
+      },
+      rows: results,
+      streams,
+      ratios,
+      targets,
+    };
+
+    // Stop the gateway first: --cpu-prof writes its profile on exit.
+    for (const p of procs.reverse()) await p.stop();
+    procs.length = 0;
+    if (profDir) {
+      const files = readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile'));
+      if (files.length) {
+        const s = summarize(path.join(profDir, files[0]), 30);
+        report.profile = { file: path.join(profDir, files[0]), ...s };
+        log(o, '\n' + formatSummary(s));
+      }
+    }
+    if (o.outDir) writeResults(report, o.outDir);
+    if (o.print) process.stdout.write('\n' + formatTable(report) + '\n');
+    return report;
+  } finally {
+    sampler?.stop();
+    for (const p of procs.reverse()) await p.stop().catch(() => {});
+    for (const d of dirs) removeDir(d);
+  }
+}
+
+/** Lines and bytes of the gateway's access log (read in chunks: it can be large). */
+function countLines(file: string): { lines: number; bytes: number } | undefined {
+  try {
+    const fd = openSync(file, 'r');
+    const buf = Buffer.allocUnsafe(1 << 20);
+    let lines = 0;
+    let bytes = 0;
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n <= 0) break;
+      bytes += n;
+      for (let i = buf.indexOf(10); i !== -1 && i < n; i = buf.indexOf(10, i + 1)) lines++;
+    }
+    closeSync(fd);
+    return { lines, bytes };
+  } catch {
+    return undefined;
+  }
+}
+
+function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, number | null>, streams: BenchReport['streams']): TargetCheck[] {
+  const t: TargetCheck[] = [];
+  const rat = (name: string, key: string, goal: number) => {
+    const v = ratios[key];
+    t.push({ name, goal: `>= ${goal}x`, value: v === null ? 'n/a' : `${v.toFixed(2)}x`, met: v === null ? null : v >= goal });
+  };
+  rat('passthrough req/s vs plain proxy', 'passthrough gateway/plain', 0.7);
+  rat('passthrough req/s vs Portkey', 'passthrough gateway/portkey', 6);
+  rat('Anthropic translated req/s vs plain proxy', 'anthropic translated gateway/plain', 0.5);
+  rat('Gemini translated req/s vs plain proxy', 'gemini translated gateway/plain', 0.5);
+  const pass = byId.get('gw-openai')?.c1;
+  const lim = (name: string, v: number | undefined, goal: number) =>
+    t.push({ name, goal: `<= ${goal} ms`, value: v === undefined ? 'n/a' : `${v.toFixed(3)} ms`, met: v === undefined ? null : v <= goal });
+  lim('passthrough added latency p50 (c=1)', pass?.added_p50_ms, 0.3);
+  lim('passthrough added latency p99 (c=1)', pass?.added_p99_ms, 1);
+  if (streams && 'gateway' in streams) {
+    const g = streams.gateway;
+    t.push({
+      name: `${streams.streams} concurrent streams × ${streams.events_per_stream} events complete, none lost or reordered`,
+      goal: 'all',
+      value: `${g.completed}/${streams.streams} complete, ${g.events}/${g.expected_events} events, ${g.corrupted} corrupted, ${g.failed} failed`,
+      met: g.completed === streams.streams && g.events === g.expected_events,
+    });
+    lim('gateway peak RSS during the streams', streams.gateway_peak_rss_mb, 300);
+    t[t.length - 1].goal = '<= 300 MB';
+    t[t.length - 1].value = `${streams.gateway_peak_rss_mb.toFixed(0)} MB`;
+    lim(`added TTFB p50 under ${streams.streams} streams`, streams.added_ttfb_p50_ms, 1);
+  } else t.push({ name: 'concurrent streams', goal: 'all complete', value: streams ? streams.note : 'not run', met: null });
+  const trans = ['gw-anthropic-stream', 'gw-gemini-stream', 'gw-openai-stream'].map((id) => byId.get(id)).find((r) => r?.c1?.added_ttfb_p50_ms !== undefined);
+  lim(`added TTFB p50 at c=1 (${trans?.label ?? 'stream'})`, trans?.c1?.added_ttfb_p50_ms, 1);
+  const w = ratios['passthrough 2 workers / 1 worker'];
+  t.push({ name: '2 workers vs 1 worker (passthrough)', goal: 'shows scaling', value: w === null ? 'n/a' : `${w.toFixed(2)}x`, met: w === null ? null : w > 1 });
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+
+function parseArgs(argv: string[]): Partial<BenchOptions> {
+  const o: Partial<BenchOptions> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const next = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    if (a === '--quick') o.quick = true;
+    else if (a === '--rounds') o.rounds = Number(next());
+    else if (a === '--duration') o.throughputS = Number(next());
+    else if (a === '--serial') o.serialS = Number(next());
+    else if (a === '--connections') o.connections = Number(next());
+    else if (a === '--tokens') o.tokens = Number(next());
+    else if (a === '--streams') {
+      const n = Number(next());
+      o.streams = n > 0 ? { ...FULL.streams!, count: n } : null;
+    } else if (a === '--no-portkey') o.portkey = false;
+    else if (a === '--no-workers') o.workers2 = false;
+    else if (a === '--only') o.only = next().split(',');
+    else if (a === '--transport') o.transport = next();
+    else if (a === '--profile') o.profile = true;
+    else if (a === '--log-null') o.log = 'null';
+    else if (a === '--out') o.outDir = next() === '-' ? null : path.resolve(argv[i]);
+    else if (a === '--help' || a === '-h') {
+      process.stdout.write(
+        'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
+          '  [--streams N|0] [--no-portkey] [--no-workers] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n',
+      );
+      process.exit(0);
+    } else throw new Error(`unknown option ${a}`);
+  }
+  if (o.quick) return { ...QUICK, ...o };
+  return o;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  runBenchmark(parseArgs(process.argv.slice(2))).catch((err) => {
+    process.stderr.write(`bench: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}
+
+export type { StreamCheck };

@@ -1,0 +1,354 @@
+// Child processes of the benchmark: the mock upstream, the plain proxy, the
+// gateway (from the built dist, as an operator starts it), Portkey; and their
+// memory, read from /proc.
+import { spawn, fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync, openSync, closeSync, readFileSync, readdirSync, statSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { builtins } from '../plugins/index.js';
+import { extraEndpoints } from '../src/api/index.js';
+
+/** dist/bench/ → the project root. */
+export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const DIST = path.join(PROJECT_ROOT, 'dist');
+
+export const BENCH_CLIENT_KEY = 'gw-bench-client-key-0123456789abcdef';
+
+export interface Proc {
+  pid: number;
+  port: number;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+async function waitExit(child: ChildProcess, ms: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((resolve) => {
+    const t = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve();
+    }, ms);
+    child.once('exit', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}
+
+/** Fork a bench module that reports {ready, port} over IPC. */
+export function forkReady(script: string, args: string[]): Promise<Proc> {
+  return new Promise((resolve, reject) => {
+    const child = fork(path.join(DIST, 'bench', script), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    const onExit = (code: number | null) => reject(new Error(`${script} exited (${code}) before it was ready`));
+    child.once('exit', onExit);
+    child.once('message', (m: { ready?: boolean; port: number }) => {
+      child.off('exit', onExit);
+      resolve({
+        pid: child.pid!,
+        port: m.port,
+        child,
+        async stop() {
+          child.kill('SIGTERM');
+          await waitExit(child, 3000);
+        },
+      });
+    });
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function get(url: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', () => resolve(0));
+    req.setTimeout(1000, () => req.destroy());
+  });
+}
+
+function tcpOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+// ---------------------------------------------------------------------------
+// What the built gateway can serve right now (other families and endpoints
+// land while the benchmark is being written: a missing one is a row "n/a").
+
+export interface Availability {
+  /** Family name of the translated Anthropic / Gemini providers, when registered. */
+  anthropic?: { family: string; baseUrlPath: string };
+  gemini?: { family: string; baseUrlPath: string };
+  openai: { family: string; baseUrlPath: string };
+  responses: boolean;
+}
+
+export function availability(): Availability {
+  const reg = builtins();
+  const fams: [string, { defaultBaseUrl?: string }][] = reg.providers.flatMap((p) => Object.entries(p.families));
+  const find = (re: RegExp) => {
+    const f = fams.find(([name]) => re.test(name));
+    if (!f) return undefined;
+    // Keep the default URL's path (…/v1, …/v1beta): the plugin appends its own paths to it.
+    const p = f[1].defaultBaseUrl ? new URL(f[1].defaultBaseUrl).pathname.replace(/\/+$/, '') : '/v1';
+    return { family: f[0], baseUrlPath: p };
+  };
+  let responses = false;
+  try {
+    responses = extraEndpoints().some((e) => e.endpoint === 'responses');
+  } catch {
+    responses = false;
+  }
+  return { openai: find(/^openai$/) ?? { family: 'openai', baseUrlPath: '/v1' }, anthropic: find(/anthropic/i), gemini: find(/gemini|google/i), responses };
+}
+
+// ---------------------------------------------------------------------------
+// The gateway, from dist, with a generated config.
+
+export interface GatewayOptions {
+  mockOrigin: string;
+  workers?: number;
+  logLevel?: string;
+  /** Where the access log goes: a file path, or 'null' for /dev/null. */
+  logFile?: string;
+  /** server.transport, only written when set (the key may not exist). */
+  transport?: string;
+  /** Directory for --cpu-prof output; unset: no profiling. */
+  cpuProfDir?: string;
+  avail: Availability;
+  /** Upstream pacing for the *-paced models (ms between events). */
+  paceMs?: number;
+}
+
+export interface GatewayProc extends Proc {
+  startupMs: number;
+  dir: string;
+  logFile: string;
+  /** The primary and, with workers, its children. */
+  pids(): number[];
+}
+
+export function gatewayYaml(o: GatewayOptions, port: number): string {
+  const pace = o.paceMs ?? 10;
+  const provider = (name: string, family: string, basePath: string, key: string) => `
+  - name: ${name}
+    family: ${family}
+    base_url: ${o.mockOrigin}${basePath}
+    api_key: ${key}
+    timeout_ms: 30000
+    retries: 0
+    max_sockets: 8192`;
+  const model = (id: string, prov: string, upstream: string) => `
+  - id: ${id}
+    endpoints: [chat_completions, responses]
+    context_window: 128000
+    max_output_tokens: 8192
+    deployments: [{ provider: ${prov}, model: ${upstream} }]`;
+  let providers = provider('openai', o.avail.openai.family, o.avail.openai.baseUrlPath, 'sk-bench-openai-0123456789');
+  let models = model('bench/openai', 'openai', 'gpt-bench') + model('bench/openai-paced', 'openai', `gpt-bench-paced-${pace}`);
+  if (o.avail.anthropic) {
+    providers += provider('anthropic', o.avail.anthropic.family, o.avail.anthropic.baseUrlPath, 'sk-ant-bench-0123456789');
+    models += model('bench/anthropic', 'anthropic', 'claude-bench') + model('bench/anthropic-paced', 'anthropic', `claude-bench-paced-${pace}`);
+  }
+  if (o.avail.gemini) {
+    providers += provider('gemini', o.avail.gemini.family, o.avail.gemini.baseUrlPath, 'AIzaBench0123456789');
+    models += model('bench/gemini', 'gemini', 'gemini-bench') + model('bench/gemini-paced', 'gemini', `gemini-bench-paced-${pace}`);
+  }
+  return `# Generated by bench/processes.ts for one benchmark run.
+server:
+  host: 127.0.0.1
+  port: ${port}
+  workers: ${o.workers ?? 1}
+  log_level: ${o.logLevel ?? 'info'}${o.transport ? `\n  transport: ${o.transport}` : ''}
+storage:
+  responses_db: ':memory:'
+routing:
+  max_attempts: 1
+providers:${providers}
+models:${models}
+`;
+}
+
+export async function startGateway(o: GatewayOptions): Promise<GatewayProc> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
+  const port = await freePort();
+  const cfg = path.join(dir, 'gateway.yaml');
+  writeFileSync(cfg, gatewayYaml(o, port));
+  const logFile = o.logFile === 'null' ? '/dev/null' : (o.logFile ?? path.join(dir, 'access.log'));
+  const out = openSync(logFile, 'a');
+  const execArgv = o.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`] : [];
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [...execArgv, path.join(DIST, 'src', 'cli.js'), 'start', cfg], {
+    cwd: dir,
+    env: { ...process.env, GATEWAY_API_KEYS: BENCH_CLIENT_KEY, PORT: String(port), NODE_ENV: 'production' },
+    stdio: ['ignore', out, 'pipe'],
+  });
+  closeSync(out);
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => {
+    if (stderr.length < 20_000) stderr += c.toString();
+  });
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  for (;;) {
+    if (exited) throw new Error(`the gateway exited during start-up:\n${stderr}`);
+    if ((await get(`http://127.0.0.1:${port}/healthz`)) === 200) break;
+    if (performance.now() - t0 > 30_000) {
+      child.kill('SIGKILL');
+      throw new Error(`the gateway was not ready within 30 s:\n${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const startupMs = performance.now() - t0;
+  const pid = child.pid!;
+  let family: number[] | undefined;
+  return {
+    pid,
+    port,
+    child,
+    dir,
+    logFile,
+    startupMs,
+    pids() {
+      // Workers are forked once at start; find them once.
+      family ??= [pid, ...childrenOf(pid)];
+      return family;
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      await waitExit(child, 15_000);
+      if (stderr.trim()) process.stderr.write(`[gateway stderr]\n${stderr}\n`);
+    },
+  };
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+export async function startPortkey(): Promise<Proc> {
+  const port = await freePort();
+  const script = path.join(PROJECT_ROOT, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
+  statSync(script);
+  const child = spawn(process.execPath, [script, `--port=${port}`, '--headless'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'ignore', 'ignore'] });
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  const t0 = performance.now();
+  while (!(await tcpOpen(port))) {
+    if (exited) throw new Error('Portkey exited during start-up');
+    if (performance.now() - t0 > 30_000) throw new Error('Portkey did not listen within 30 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return {
+    pid: child.pid!,
+    port,
+    child,
+    async stop() {
+      child.kill('SIGTERM');
+      await waitExit(child, 3000);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Memory, from /proc (Linux). VmRSS: now; VmHWM: the peak since the process started.
+
+function statusField(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  try {
+    const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(s);
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Resident memory in MB, summed over processes. */
+export function rssMb(pids: number[]): number {
+  return pids.reduce((s, p) => s + (statusField(p, 'VmRSS') || 0), 0);
+}
+export function peakRssMb(pids: number[]): number {
+  return pids.reduce((s, p) => s + (statusField(p, 'VmHWM') || 0), 0);
+}
+
+export function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      // pid (comm) state ppid …: comm may contain spaces, so parse after the last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(d));
+    } catch {
+      /* process gone */
+    }
+  }
+  return out;
+}
+
+/** Samples the RSS of named process groups every `everyMs`; keeps the maximum per group since the last mark. */
+export class RssSampler {
+  private timer: NodeJS.Timeout;
+  private peaks = new Map<string, number>();
+  constructor(
+    private groups: Map<string, () => number[]>,
+    everyMs = 100,
+  ) {
+    this.timer = setInterval(() => this.sample(), everyMs);
+    this.timer.unref();
+  }
+  sample(): void {
+    for (const [name, pids] of this.groups) {
+      const v = rssMb(pids());
+      if (v > (this.peaks.get(name) ?? 0)) this.peaks.set(name, v);
+    }
+  }
+  /** Peak since the last reset of this group, then reset it. */
+  take(name: string): number {
+    this.sample();
+    const v = this.peaks.get(name) ?? NaN;
+    this.peaks.delete(name);
+    return v;
+  }
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}
+
+export function machine() {
+  let cpu = 'unknown';
+  try {
+    cpu = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? cpu;
+  } catch {
+    /* not Linux */
+  }
+  return {
+    nproc: os.availableParallelism(),
+    cpu_model: cpu,
+    mem_total_gb: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+    os: `${os.type()} ${os.release()}`,
+  };
+}

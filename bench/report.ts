@@ -1,0 +1,205 @@
+// The benchmark report: its JSON shape, the console table, and a hand-written
+// SVG bar chart (no dependency). bench/results/latest.{json,svg} are written here.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { StreamCheck } from './load.js';
+
+export type RowStatus = 'ok' | 'n/a' | 'failed';
+export type TargetKind = 'direct' | 'plain' | 'portkey' | 'gateway' | 'gateway-2w';
+
+export interface RowResult {
+  id: string;
+  label: string;
+  target: TargetKind;
+  /** What the row exercises: passthrough, anthropic, gemini, responses (on a translated family). */
+  path: string;
+  stream: boolean;
+  status: RowStatus;
+  note?: string;
+  /** 32 connections: median over rounds. */
+  rps?: number;
+  rps_rounds?: number[];
+  p50_ms?: number;
+  p99_ms?: number;
+  failed?: number;
+  /** One connection: latency and TTFB in ms, and what the row adds over its direct baseline. */
+  c1?: {
+    requests: number;
+    p50_ms: number;
+    p99_ms: number;
+    added_p50_ms?: number;
+    added_p99_ms?: number;
+    ttfb_p50_ms?: number;
+    added_ttfb_p50_ms?: number;
+    baseline?: string;
+  };
+  peak_rss_mb?: number;
+}
+
+export interface TargetCheck {
+  name: string;
+  goal: string;
+  value: string;
+  met: boolean | null;
+}
+
+export interface BenchReport {
+  version: 1;
+  started_at: string;
+  duration_s: number;
+  quick: boolean;
+  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; os: string };
+  settings: {
+    rounds: number;
+    connections: number;
+    throughput_s: number;
+    serial_s: number;
+    tokens: number;
+    log: string;
+    transport: string;
+    workers_row: boolean;
+  };
+  gateway: { startup_ms: number; startup_samples_ms: number[]; idle_rss_mb: number; peak_rss_mb: number; log_lines?: number; log_bytes_per_line?: number };
+  rows: RowResult[];
+  streams?: {
+    path: string;
+    streams: number;
+    events_per_stream: number;
+    pace_ms: number;
+    direct: StreamCheck;
+    gateway: StreamCheck;
+    gateway_peak_rss_mb: number;
+    added_ttfb_p50_ms: number;
+  } | { path: string; status: 'n/a' | 'failed'; note: string };
+  ratios: Record<string, number | null>;
+  targets: TargetCheck[];
+  profile?: unknown;
+}
+
+const r1 = (n: number | undefined, d = 1) => (n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(d));
+
+export function formatTable(rep: BenchReport): string {
+  const head = ['target', 'req/s', 'p50 ms', 'p99 ms', 'c=1 p50', '+p50 ms', '+p99 ms', 'TTFB', '+TTFB', 'RSS MB', 'fail'];
+  const ok = rep.rows.filter((r) => r.status === 'ok');
+  const cells = (r: RowResult): string[] => {
+    const c = r.c1;
+    return [
+      r.label,
+      r.rps === undefined ? '–' : Math.round(r.rps).toString(),
+      r1(r.p50_ms, 0),
+      r1(r.p99_ms, 0),
+      c ? r1(c.p50_ms, 3) : '–',
+      r1(c?.added_p50_ms, 3),
+      r1(c?.added_p99_ms, 3),
+      r1(c?.ttfb_p50_ms, 3),
+      r1(c?.added_ttfb_p50_ms, 3),
+      r1(r.peak_rss_mb, 0),
+      r.failed === undefined ? '–' : String(r.failed),
+    ];
+  };
+  const widths = head.map((h, i) => Math.max(h.length, ...rep.rows.map((r) => (i === 0 ? r.label.length : 0)), ...ok.map((r) => cells(r)[i].length)));
+  const line = (cs: string[]) => cs.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const lines = [line(head), widths.map((w) => '-'.repeat(w)).join('  ')];
+  for (const r of rep.rows) lines.push(r.status === 'ok' ? line(cells(r)) : `${r.label.padEnd(widths[0])}  ${r.status}${r.note ? ` (${r.note})` : ''}`);
+  lines.push('');
+  lines.push(
+    `req/s, p50, p99: ${rep.settings.connections} connections, median of ${rep.settings.rounds} interleaved round(s) of ${rep.settings.throughput_s} s. ` +
+      `c=1: one connection, ${rep.settings.serial_s} s per round; +p50/+p99/+TTFB: over the direct row of the same upstream protocol. ` +
+      `Gateway logging: ${rep.settings.log}.`,
+  );
+  const g = rep.gateway;
+  lines.push(
+    `gateway start-up to a ready /healthz: ${r1(g.startup_ms, 0)} ms; idle RSS ${r1(g.idle_rss_mb, 0)} MB; peak RSS (VmHWM) ${r1(g.peak_rss_mb, 0)} MB` +
+      (g.log_lines !== undefined ? `; access log: ${g.log_lines} lines, ${g.log_bytes_per_line} bytes each.` : '.'),
+  );
+  const s = rep.streams;
+  if (s && 'gateway' in s) {
+    lines.push(
+      `streams: ${s.streams} concurrent × ${s.events_per_stream} events (${s.path}, one event every ${s.pace_ms} ms): ` +
+        `gateway ${s.gateway.completed}/${s.streams} complete, ${s.gateway.events}/${s.gateway.expected_events} events, ${s.gateway.corrupted} corrupted, ${s.gateway.failed} failed; ` +
+        `TTFB p50 ${r1(s.gateway.ttfb_ms.p50, 2)} ms (direct ${r1(s.direct.ttfb_ms.p50, 2)} ms); peak RSS ${r1(s.gateway_peak_rss_mb, 0)} MB; wall ${r1(s.gateway.wall_ms / 1000, 1)} s (direct ${r1(s.direct.wall_ms / 1000, 1)} s).`,
+    );
+  } else if (s) lines.push(`streams: ${s.status} (${s.note})`);
+  lines.push('');
+  for (const [k, v] of Object.entries(rep.ratios)) lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}`);
+  lines.push('');
+  lines.push('targets:');
+  for (const t of rep.targets) lines.push(`  [${t.met === null ? ' n/a' : t.met ? ' met' : 'MISS'}] ${t.name}: ${t.value} (goal ${t.goal})`);
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------------------
+// SVG: two horizontal bar charts, throughput (32 connections) and added
+// latency at concurrency 1 (p50 and p99). Plain SVG 1.1, readable on GitHub.
+
+const COLORS: Record<TargetKind, string> = {
+  direct: '#9aa5b1',
+  plain: '#5b8def',
+  portkey: '#e8833a',
+  gateway: '#2f9e44',
+  'gateway-2w': '#087f5b',
+};
+
+function esc(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+export function svgChart(rep: BenchReport): string {
+  const W = 900;
+  const labelW = 300;
+  const barMax = W - labelW - 110;
+  const rowH = 22;
+  const tp = rep.rows.filter((r) => r.status === 'ok' && r.rps !== undefined);
+  const lat = rep.rows.filter((r) => r.status === 'ok' && r.c1?.added_p50_ms !== undefined);
+  const parts: string[] = [];
+  let y = 0;
+  const title = (text: string, sub: string) => {
+    y += 28;
+    parts.push(`<text x="10" y="${y}" font-size="16" font-weight="bold">${esc(text)}</text>`);
+    y += 18;
+    parts.push(`<text x="10" y="${y}" font-size="11" fill="#555">${esc(sub)}</text>`);
+    y += 10;
+  };
+  title('Throughput, 32 connections (req/s, higher is better)', `${rep.machine.nproc} cores, ${rep.machine.cpu_model}, Node ${rep.machine.node}; gateway logging ${rep.settings.log}`);
+  const maxRps = Math.max(1, ...tp.map((r) => r.rps!));
+  for (const r of tp) {
+    const w = Math.max(1, (r.rps! / maxRps) * barMax);
+    parts.push(`<text x="${labelW - 8}" y="${y + 15}" font-size="12" text-anchor="end">${esc(r.label)}</text>`);
+    parts.push(`<rect x="${labelW}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}" fill="${COLORS[r.target]}"/>`);
+    parts.push(`<text x="${(labelW + w + 6).toFixed(1)}" y="${y + 15}" font-size="12">${Math.round(r.rps!)}</text>`);
+    y += rowH;
+  }
+  if (lat.length) {
+    title('Added latency over direct, concurrency 1 (ms, lower is better)', 'dark: p50, light: p99');
+    const maxLat = Math.max(0.05, ...lat.map((r) => Math.max(r.c1!.added_p50_ms ?? 0, r.c1!.added_p99_ms ?? 0)));
+    for (const r of lat) {
+      const p50 = Math.max(0, r.c1!.added_p50_ms ?? 0);
+      const p99 = Math.max(0, r.c1!.added_p99_ms ?? 0);
+      const w50 = Math.max(1, (p50 / maxLat) * barMax);
+      const w99 = Math.max(1, (p99 / maxLat) * barMax);
+      parts.push(`<text x="${labelW - 8}" y="${y + 15}" font-size="12" text-anchor="end">${esc(r.label)}</text>`);
+      parts.push(`<rect x="${labelW}" y="${y + 3}" width="${w99.toFixed(1)}" height="${rowH - 6}" fill="${COLORS[r.target]}" fill-opacity="0.35"/>`);
+      parts.push(`<rect x="${labelW}" y="${y + 3}" width="${w50.toFixed(1)}" height="${rowH - 6}" fill="${COLORS[r.target]}"/>`);
+      parts.push(`<text x="${(labelW + Math.max(w50, w99) + 6).toFixed(1)}" y="${y + 15}" font-size="12">${p50.toFixed(3)} / ${p99.toFixed(3)}</text>`);
+      y += rowH;
+    }
+  }
+  y += 14;
+  const legend = (Object.keys(COLORS) as TargetKind[]).map((k, i) => `<rect x="${10 + i * 150}" y="${y}" width="12" height="12" fill="${COLORS[k]}"/><text x="${28 + i * 150}" y="${y + 11}" font-size="12">${k}</text>`);
+  parts.push(...legend);
+  y += 24;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${y}" viewBox="0 0 ${W} ${y}" font-family="Helvetica, Arial, sans-serif">
+<rect width="100%" height="100%" fill="#ffffff"/>
+${parts.join('\n')}
+</svg>
+`;
+}
+
+export function writeResults(rep: BenchReport, dir: string, name = 'latest'): { json: string; svg: string } {
+  mkdirSync(dir, { recursive: true });
+  const json = path.join(dir, `${name}.json`);
+  const svg = path.join(dir, `${name}.svg`);
+  writeFileSync(json, JSON.stringify(rep, null, 2) + '\n');
+  writeFileSync(svg, svgChart(rep));
+  return { json, svg };
+}
