@@ -92,7 +92,14 @@ export function describeFailure(err: unknown): { error: string; fallback: boolea
   return { error: 'internal error in provider plugin', fallback: true };
 }
 
-export async function runTargets<R>(ctx: RequestContext, core: CoreServices, canServe: (p: ProviderPlugin) => boolean, invoke: Invoke<R>): Promise<R> {
+/**
+ * Whether a target can take this request: `true`, `false` (its provider plugin
+ * does not serve the endpoint) or a sentence saying why not (e.g. an image
+ * model whose limits the request exceeds); such a target is skipped, not tried.
+ */
+export type CanServe = (p: ProviderPlugin, target: Target) => boolean | string;
+
+export async function runTargets<R>(ctx: RequestContext, core: CoreServices, canServe: CanServe, invoke: Invoke<R>): Promise<R> {
   const route = ctx.state.route as RouteSlot | undefined;
   if (!route) throw errors.internal();
   const maxAttempts = ctx.config.routing.max_attempts;
@@ -107,8 +114,10 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
     const { deployment, provider } = pickDeployment(ctx, target, core.health);
     const region = regionOf(deployment, provider);
     const plugin = core.providerPlugins.get(provider.family);
-    if (!plugin || !canServe(plugin)) {
-      unavailable.push(`${target.model.id} via ${provider.name}: the ${provider.family} family does not serve ${ctx.endpoint}`);
+    const fit = plugin ? canServe(plugin, target) : false;
+    if (!plugin || fit !== true) {
+      unavailable.push(`${target.model.id} via ${provider.name}: ${typeof fit === 'string' ? fit : `the ${provider.family} family does not serve ${ctx.endpoint}`}`);
+      if (typeof fit === 'string') ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: 0, error: fit });
       continue;
     }
     if (!provider.api_key && plugin.families[provider.family]?.env?.apiKey) {

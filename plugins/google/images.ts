@@ -20,8 +20,9 @@
 // image bytes) and debug.normalizations records each difference from the ask.
 import type { ProviderCall, NativeOutcome } from '../../src/plugin.js';
 import type { NormalizationEntry } from '../../src/types.js';
-import { upstreamJson, joinUrl, unparseable, UpstreamError } from '../../src/provider.js';
+import { upstreamJson, unparseable, UpstreamError } from '../../src/provider.js';
 import { geminiError, reclassify } from './errors.js';
+import { apiBase, googleHeaders, modelPath } from './index.js';
 
 type Note = (e: NormalizationEntry) => void;
 type Format = 'png' | 'jpeg' | 'webp';
@@ -286,17 +287,14 @@ function result(req: Req, images: Image[], note: Note, usage?: Usage): Record<st
 // ---------------------------------------------------------------------------
 // The calls.
 
-function headers(call: ProviderCall<unknown>): Record<string, string> {
-  return call.provider.api_key ? { 'x-goog-api-key': call.provider.api_key } : {};
-}
-
+/** `{base}/v1beta/models/{m}:{method}`, the key in x-goog-api-key (as the chat path does, index.ts). */
 function modelUrl(call: ProviderCall<unknown>, model: string, method: string): string {
-  return joinUrl(call.provider.base_url, `/v1beta/models/${encodeURIComponent(model.replace(/^models\//, ''))}:${method}`);
+  return `${apiBase(call.provider.base_url)}/models/${modelPath(model)}:${method}`;
 }
 
 async function post<T>(call: ProviderCall<unknown>, url: string, body: unknown): Promise<T> {
   try {
-    return await upstreamJson<T>(call, { url, headers: headers(call), body, mapError: geminiError });
+    return await upstreamJson<T>(call, { url, headers: googleHeaders(call), body, mapError: geminiError });
   } catch (err) {
     throw reclassify(err);
   }

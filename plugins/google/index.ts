@@ -14,6 +14,7 @@ import { toCompletion } from './response.js';
 import { geminiChunks } from './stream.js';
 import { geminiError, reclassify } from './errors.js';
 import { ensureCachedContent, evictCachedContent } from './cache.js';
+import { geminiImages } from './images.js';
 
 export const GOOGLE_FAMILY = {
   defaultBaseUrl: 'https://generativelanguage.googleapis.com',
@@ -60,6 +61,8 @@ export default function google(): ProviderPlugin {
     kind: 'provider',
     name: 'google',
     families: { google: GOOGLE_FAMILY },
+    // POST /v1/images/generations: Gemini image models and Imagen (images.ts).
+    images: geminiImages,
     async chat(call: ProviderCall<ChatRequest>): Promise<ChatOutcome> {
       const plan = toGemini(call.request, { model: call.model, note: call.note });
       const base = apiBase(call.provider.base_url);

@@ -77,6 +77,12 @@ const CapabilitiesSchema = v.looseObject({
   web_search: v.optional(v.boolean(), false),
   /** Largest n for image models. */
   max_images: v.optional(positiveInt),
+  /**
+   * An older image model (dall-e generation): takes the deprecated
+   * `response_format` and `style`, the sizes 256x256/512x512/1792x1024/1024x1792
+   * and quality standard/hd, not background/output_format/output_compression/moderation.
+   */
+  legacy_images: v.optional(v.boolean(), false),
 });
 
 const ModelSchema = v.strictObject({
