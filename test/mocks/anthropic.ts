@@ -395,11 +395,12 @@ function usageFor(body: any, content: OutBlock[], cache: Map<string, number>) { 
   };
 }
 
-/** One SSE frame as Anthropic writes it: `event:` line, and data sometimes padded with trailing spaces (observed). */
+/** One SSE frame as Anthropic writes it: `event:` line, and data JSON sometimes padded with spaces before its last brace (observed). */
 function frame(data: Record<string, unknown>, n: number): string {
   const pad = n % 3 === 1 ? ' '.repeat(1 + (n % 11)) : '';
-  const json = data.type === 'ping' ? '{"type": "ping"}' : JSON.stringify(data);
-  return `event: ${data.type}\ndata: ${json}${pad}\n\n`;
+  // Recorded: `{"type":"content_block_stop","index":0               }`, and ping as `{"type": "ping"}`.
+  const json = data.type === 'ping' ? '{"type": "ping"}' : JSON.stringify(data).slice(0, -1) + pad + '}';
+  return `event: ${data.type}\ndata: ${json}\n\n`;
 }
 
 function pieces(s: string, size: number): string[] {
