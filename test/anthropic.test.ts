@@ -563,6 +563,19 @@ t.test('unsupported fields are stripped with notes; temperature above 1 is overr
   t.same(n.error, { message: "The anthropic provider family does not support 'n' greater than 1: send one request per choice.", type: 'invalid_request_error', param: 'n', code: 'unsupported_parameter' });
 });
 
+t.test('web_search (from the Responses ingress) becomes Anthropic\'s hosted web search tool', async (t) => {
+  const r = await create({
+    model: SONNET,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'news?' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png', detail: 'low' } }] }],
+    web_search: { enabled: true, options: { search_context_size: 'low', user_location: { type: 'approximate', city: 'Paris', country: 'FR' }, filters: { allowed_domains: ['example.com'] } } },
+    extra: { debug: ['normalizations'] },
+  });
+  t.match(r.choices[0].message.content, /^Echo: news\?/);
+  t.same(upstream().tools, [{ type: 'web_search_20250305', name: 'web_search', user_location: { type: 'approximate', city: 'Paris', country: 'FR' }, allowed_domains: ['example.com'] }]);
+  t.match(noted(r, 'web_search.search_context_size'), { action: 'strip', before: 'low' });
+  t.match(noted(r, 'messages[].content[].image_url.detail'), { action: 'strip' });
+});
+
 t.test('Vercel AI SDK (openai-compatible provider): generateText and streamText', async (t) => {
   const gateway = createOpenAICompatible({ name: 'gateway', baseURL: gw.baseURL, apiKey: CLIENT_KEY, includeUsage: true });
   const g = await generateText({ model: gateway(SONNET), prompt: 'hello from the ai sdk' });

@@ -286,6 +286,7 @@ function mapMessages(input: ChatMessage[], note: Note, marks: Breakpoints): { sy
   const system: W.TextBlock[] = [];
   const turns: W.Message[] = [];
   let named = false;
+  let detail = false;
   const push = (role: 'user' | 'assistant', blocks: W.RequestBlock[]) => {
     const last = turns[turns.length - 1];
     // Anthropic wants alternating roles: consecutive same-role messages become one turn.
@@ -312,6 +313,7 @@ function mapMessages(input: ChatMessage[], note: Note, marks: Breakpoints): { sy
     if (m.role === 'user') {
       const parts = typeof m.content === 'string' ? [{ type: 'text' as const, text: m.content }] : (m.content ?? []);
       const blocks: (W.TextBlock | W.ImageBlock)[] = parts.map((p, j) => {
+        if (p.type === 'image_url' && p.image_url.detail && p.image_url.detail !== 'auto') detail = true;
         const b: W.TextBlock | W.ImageBlock = p.type === 'image_url' ? imageBlock(p, `messages[${i}].content[${j}]`) : { type: 'text', text: p.text };
         marks.mark('messages', b, p.cache_control);
         return b;
@@ -347,6 +349,7 @@ function mapMessages(input: ChatMessage[], note: Note, marks: Breakpoints): { sy
   });
 
   if (named) note({ param: 'messages[].name', action: 'strip', reason: 'Anthropic messages have no name field' });
+  if (detail) note({ param: 'messages[].content[].image_url.detail', action: 'strip', reason: 'Anthropic has no image detail setting: images are resized to fit its limits' });
   for (const t of turns) {
     // Anthropic: in a user turn, tool_result blocks come before any other content.
     if (t.role === 'user' && t.content.some((b) => b.type === 'tool_result')) {
