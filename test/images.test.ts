@@ -9,16 +9,20 @@ import OpenAI from 'openai';
 import { readFileSync } from 'node:fs';
 import { startOpenAIMock } from './mocks/openai.js';
 import { openAIImagesRoute, sniff } from './mocks/openai-images.js';
+import { startGeminiImagesMock } from './mocks/gemini-images.js';
+import { GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
 
 const route = openAIImagesRoute();
 const openai = await startOpenAIMock({ routes: { '/v1/images/generations': route } });
 const sparse = await startOpenAIMock({ routes: { '/v1/images/generations': openAIImagesRoute({ omitOutputDetails: true }) } });
+const gemini = await startGeminiImagesMock();
 
 const yaml = `
 providers:
   - { name: openai, family: openai, base_url: ${openai.url}/v1, api_key: sk-test-openai-0123456789, region: us-east, timeout_ms: 3000, retries: 0 }
   - { name: openai-sparse, family: openai, base_url: ${sparse.url}/v1, api_key: sk-test-openai-0123456789, region: us-west, timeout_ms: 3000, retries: 0 }
+  - { name: google, family: google, base_url: ${gemini.url}, api_key: ${GEMINI_KEY}, region: us-central1, timeout_ms: 3000, retries: 0 }
 routing:
   max_retry_wait_ms: 100
 models:
@@ -49,6 +53,17 @@ models:
     endpoints: [images_generations]
     capabilities: { legacy_images: true }
     deployments: [{ provider: openai, model: dall-e-2 }]
+  - id: google/gemini-2.5-flash
+    deployments: [{ provider: google, model: gemini-2.5-flash }]
+  - id: google/gemini-2.5-flash-image
+    modalities: { input: [text, image], output: [image, text] }
+    endpoints: [images_generations]
+    deployments: [{ provider: google, model: gemini-2.5-flash-image }]
+  - id: google/imagen-4.0-generate-001
+    modalities: { input: [text], output: [image] }
+    endpoints: [images_generations]
+    capabilities: { max_images: 4 }
+    deployments: [{ provider: google, model: imagen-4.0-generate-001 }]
 `;
 
 const gw = await startGateway(yaml);
@@ -57,10 +72,12 @@ t.teardown(async () => {
   await gw.close();
   await openai.close();
   await sparse.close();
+  await gemini.close();
 });
 t.beforeEach(() => {
   openai.reset();
   sparse.reset();
+  gemini.reset();
 });
 
 const decode = (b64: string | undefined) => Buffer.from(b64 ?? '', 'base64');
@@ -283,4 +300,165 @@ t.test('the shipped gateway.yaml lists image models with images_generations and 
   const mine = (await (await fetch(`${gw.baseURL}/models`)).json()) as { data: any[] };
   t.match(mine.data.find((m) => m.id === 'openai/gpt-image-1'), { endpoints: ['images_generations'], modalities: { output: ['image'] } });
   t.match(mine.data.find((m) => m.id === 'openai/gpt-4.1-mini'), { endpoints: ['chat_completions', 'responses'] });
+});
+
+// ---------------------------------------------------------------------------
+// Google: Gemini image models (generateContent) and Imagen (:predict).
+
+const notes = (r: any) => (r.debug?.normalizations ?? []) as { param: string; action: string; before?: unknown; after?: unknown }[];
+
+t.test('Gemini flash-image: one generateContent per image, aspect ratio from size, real size and usage reported', async (t) => {
+  const r = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'two foxes in snow', n: 2, size: '1536x1024', debug: ['normalizations', 'routing'] } as any);
+  t.equal(r.data!.length, 2);
+  for (const d of r.data!) t.same([...decode(d.b64_json).subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47], 'PNG magic bytes');
+  t.equal(r.size, '1248x832', 'the pixel size that came back for 3:2');
+  t.equal(pngSize(decode(r.data![1].b64_json)), '1248x832');
+  t.equal(r.output_format, 'png');
+  t.equal(r.quality, 'auto');
+  t.equal(r.background, 'opaque');
+  const u = r.usage!;
+  t.equal(u.output_tokens, 2580, 'candidatesTokenCount summed over the two calls');
+  t.equal(u.output_tokens_details!.image_tokens, 2580);
+  t.equal(u.input_tokens_details.text_tokens, u.input_tokens, 'promptTokenCount is text');
+  t.equal(u.total_tokens, u.input_tokens + u.output_tokens);
+  t.same(notes(r), [], 'nothing had to change');
+  t.match((r as any).debug.routing.attempts, [{ provider: 'google', region: 'us-central1', status: 'succeeded', model: 'google/gemini-2.5-flash-image' }]);
+
+  t.equal(gemini.requests.length, 2, 'n calls');
+  for (const up of gemini.requests) {
+    t.equal(up.path, '/v1beta/models/gemini-2.5-flash-image:generateContent');
+    t.equal(up.headers['x-goog-api-key'], GEMINI_KEY);
+    t.notOk(up.headers.authorization, 'no bearer header to Google');
+    t.same(up.body, { contents: [{ role: 'user', parts: [{ text: 'two foxes in snow' }] }], generationConfig: { responseModalities: ['IMAGE'], imageConfig: { aspectRatio: '3:2' } } });
+  }
+});
+
+t.test('Gemini flash-image: sizes map to aspect ratios, auto leaves the choice to the model', async (t) => {
+  const square = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'a square', size: '1024x1024' });
+  t.equal(gemini.requests[0].body.generationConfig.imageConfig.aspectRatio, '1:1');
+  t.equal(square.size, '1024x1024');
+  const tall = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'a tower', size: '1024x1536' });
+  t.equal(gemini.requests[1].body.generationConfig.imageConfig.aspectRatio, '2:3');
+  t.equal(tall.size, '832x1248');
+  await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'anything', size: 'auto' });
+  t.notOk('imageConfig' in gemini.requests[2].body.generationConfig, 'auto: no imageConfig');
+});
+
+t.test('Gemini flash-image: what the API cannot be asked for is reported, not faked', async (t) => {
+  const r = await client.images.generate({
+    model: 'google/gemini-2.5-flash-image',
+    prompt: 'a logo',
+    output_format: 'webp',
+    output_compression: 60,
+    quality: 'high',
+    background: 'transparent',
+    moderation: 'low',
+    user: 'user-42',
+    debug: ['normalizations'],
+  } as any);
+  const img = decode(r.data![0].b64_json);
+  t.equal(sniff(img), 'png', 'no conversion: the PNG Gemini produced');
+  t.equal(r.output_format, 'png', 'the format that came back');
+  t.equal(r.background, 'opaque');
+  t.equal(r.quality, 'auto');
+  const byParam = Object.fromEntries(notes(r).map((n) => [n.param, n]));
+  t.match(byParam.output_format, { action: 'override', before: 'webp', after: 'png' });
+  t.match(byParam.background, { action: 'override', before: 'transparent', after: 'opaque' });
+  t.match(byParam.quality, { action: 'strip', before: 'high' });
+  t.match(byParam.moderation, { action: 'strip', before: 'low' });
+  t.match(byParam.user, { action: 'strip', before: 'user-42' });
+  t.match(byParam.output_compression, { action: 'strip', before: 60 });
+  t.same(Object.keys(gemini.requests[0].body).sort(), ['contents', 'generationConfig'], 'only fields Google knows were sent');
+});
+
+t.test('Imagen: one :predict with sampleCount, aspect ratio, output mime type and compression', async (t) => {
+  const r = await client.images.generate({ model: 'google/imagen-4.0-generate-001', prompt: 'a bowl of fruit', n: 3, size: '1024x1536', output_format: 'jpeg', output_compression: 80, debug: ['normalizations'] } as any);
+  t.equal(r.data!.length, 3);
+  for (const d of r.data!) t.same([...decode(d.b64_json).subarray(0, 3)], [0xff, 0xd8, 0xff], 'JPEG magic bytes');
+  t.equal(r.output_format, 'jpeg');
+  t.equal(r.size, '896x1280', 'the pixel size Imagen made for 3:4');
+  t.equal(r.usage, undefined, 'Imagen reports no token usage');
+  t.match(notes(r), [{ param: 'size', action: 'override', before: '1024x1536', after: '3:4' }]);
+  t.equal(gemini.requests.length, 1);
+  const up = gemini.requests[0];
+  t.equal(up.path, '/v1beta/models/imagen-4.0-generate-001:predict');
+  t.equal(up.headers['x-goog-api-key'], GEMINI_KEY);
+  t.same(up.body, {
+    instances: [{ prompt: 'a bowl of fruit' }],
+    parameters: { sampleCount: 3, aspectRatio: '3:4', outputOptions: { mimeType: 'image/jpeg', compressionQuality: 80 }, includeRaiReason: true },
+  });
+});
+
+t.test('Imagen: PNG by default, WebP is not offered so what came back is reported', async (t) => {
+  const png = await client.images.generate({ model: 'google/imagen-4.0-generate-001', prompt: 'a leaf', size: '1024x1024' });
+  t.equal(sniff(decode(png.data![0].b64_json)), 'png');
+  t.equal(png.size, '1024x1024');
+  t.same(gemini.requests[0].body.parameters.outputOptions, { mimeType: 'image/png' });
+  const webp = await client.images.generate({ model: 'google/imagen-4.0-generate-001', prompt: 'a leaf', output_format: 'webp', debug: ['normalizations'] } as any);
+  t.equal(sniff(decode(webp.data![0].b64_json)), 'png');
+  t.equal(webp.output_format, 'png');
+  t.match(notes(webp), [{ param: 'output_format', action: 'override', before: 'webp', after: 'png' }]);
+  t.notOk('outputOptions' in gemini.requests[1].body.parameters, 'not asked for a format Imagen does not make');
+  t.notOk('aspectRatio' in gemini.requests[1].body.parameters, 'auto size: no aspect ratio');
+});
+
+t.test("Imagen: n above the model's max_images is the client's 400", async (t) => {
+  const e = await refused({ model: 'google/imagen-4.0-generate-001', prompt: 'x', n: 5 });
+  t.match(e, { status: 400, param: 'n', code: 'out_of_range' });
+  t.match(e.message, /at most 4 images/);
+  t.equal(gemini.requests.length, 0);
+});
+
+t.test("Imagen: a partly filtered answer returns the images that came, and says so", async (t) => {
+  const r = await client.images.generate({ model: 'google/imagen-4.0-generate-001', prompt: 'FILTER_ONE a crowd', n: 2, debug: ['normalizations'] } as any);
+  t.equal(r.data!.length, 1);
+  t.match(notes(r), [{ param: 'n', action: 'override', before: 2, after: 1 }]);
+});
+
+t.test("Google's safety refusals are the prompt's 400 (content_policy_violation), not retried", async (t) => {
+  for (const [model, prompt] of [
+    ['google/gemini-2.5-flash-image', 'BLOCK_ME please'],
+    ['google/gemini-2.5-flash-image', 'UNSAFE_IMAGE please'],
+    ['google/imagen-4.0-generate-001', 'BLOCK_ME please'],
+  ]) {
+    gemini.reset();
+    const e = await refused({ model, prompt, fallbacks: ['openai/gpt-image-1'] });
+    t.match(e, { status: 400, param: 'prompt', code: 'content_policy_violation' }, `${model}: ${prompt}`);
+    t.equal(gemini.requests.length, 1);
+  }
+  t.equal(openai.requests.length, 0, 'no fallback on a refusal');
+});
+
+t.test('fallback from a failing Gemini image model to OpenAI, both attempts in debug.routing', async (t) => {
+  gemini.fail({ status: 500, body: { error: { code: 500, message: 'An internal error has occurred.', status: 'INTERNAL' } } });
+  const r = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'a kite', n: 2, size: '1024x1024', fallbacks: ['openai/gpt-image-1'], debug: ['routing'] } as any);
+  t.equal(r.data!.length, 2);
+  t.equal(sniff(decode(r.data![0].b64_json)), 'png');
+  t.equal(r.size, '1024x1024');
+  t.ok(r.usage!.output_tokens_details!.image_tokens > 0, 'the OpenAI usage');
+  const routing = (r as any).debug.routing;
+  t.same(routing.targets, ['google/gemini-2.5-flash-image', 'openai/gpt-image-1']);
+  t.match(routing.attempts, [
+    { provider: 'google', region: 'us-central1', model: 'google/gemini-2.5-flash-image', status: 'failed', error: /^500 An internal error/ },
+    { provider: 'openai', region: 'us-east', model: 'openai/gpt-image-1', status: 'succeeded' },
+  ]);
+  t.equal(routing.attempts.length, 2);
+  t.same(openai.requests[0].body, { model: 'gpt-image-1', prompt: 'a kite', n: 2, size: '1024x1024' });
+});
+
+t.test('an answer without an image moves on to the next target', async (t) => {
+  const r = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'NO_IMAGE of a cat', fallbacks: ['google/imagen-4.0-generate-001'], debug: ['routing'] } as any);
+  t.equal(r.data!.length, 1);
+  t.match((r as any).debug.routing.attempts, [
+    { model: 'google/gemini-2.5-flash-image', status: 'failed', error: /returned no image \(finishReason NO_IMAGE/ },
+    { model: 'google/imagen-4.0-generate-001', status: 'succeeded' },
+  ]);
+});
+
+t.test('chat refuses a Gemini image model; images refuses a Gemini text model', async (t) => {
+  const chat = await client.chat.completions.create({ model: 'google/gemini-2.5-flash-image', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+  t.match(chat, { status: 400, param: 'model' });
+  const img = await refused({ model: 'google/gemini-2.5-flash', prompt: 'x' });
+  t.match(img, { status: 400, param: 'model' });
+  t.equal(gemini.requests.length, 0);
 });
