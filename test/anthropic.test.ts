@@ -479,6 +479,13 @@ t.test('mid-stream error event: error frame, no [DONE]', async (t) => {
   t.ok(chunks.some((c) => c.choices[0]?.delta?.content), 'content sent before the error stays sent');
   t.equal(oai.requests.length, 0, 'no fallback after the first byte');
 
+  // An error event before anything else: nothing reached the client yet, so the fallback still runs.
+  anth.streamError({ afterEvents: 0 });
+  const early = await rawStream({ model: SONNET, messages: [{ role: 'user', content: 'early error' }], fallbacks: ['openai/gpt-4.1-mini'] });
+  t.ok(early.text.endsWith('data: [DONE]\n\n'));
+  t.equal(chunksOf(early.frames).map((c) => c.choices[0]?.delta?.content ?? '').join(''), 'Echo: early error');
+  t.match(chunksOf(early.frames).pop().extra.routing.attempts, [{ provider: 'anthropic', status: 'failed', error: '529 Overloaded' }, { provider: 'openai', status: 'succeeded' }]);
+
   // A stream cut without message_stop also ends in an error frame.
   anth.fail({ cutAfterEvents: 4 });
   const cut = await rawStream({ model: SONNET, messages: [{ role: 'user', content: 'cut me' }] });
