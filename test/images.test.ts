@@ -11,7 +11,7 @@ import { startOpenAIMock } from './mocks/openai.js';
 import { openAIImagesRoute, sniff } from './mocks/openai-images.js';
 import { startGeminiImagesMock } from './mocks/gemini-images.js';
 import { GEMINI_KEY } from './mocks/gemini.js';
-import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
+import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
 
 const route = openAIImagesRoute();
 const openai = await startOpenAIMock({ routes: { '/v1/images/generations': route } });
@@ -461,4 +461,20 @@ t.test('chat refuses a Gemini image model; images refuses a Gemini text model', 
   const img = await refused({ model: 'google/gemini-2.5-flash', prompt: 'x' });
   t.match(img, { status: 400, param: 'model' });
   t.equal(gemini.requests.length, 0);
+});
+
+t.test('one failing call of n cancels its siblings at once, then the fallback answers', async (t) => {
+  gemini.fail({ status: 503, body: { error: { code: 503, message: 'The model is overloaded. Please try again later.', status: 'UNAVAILABLE' } } }, { hang: true });
+  const r = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'two kites', n: 2, fallbacks: ['openai/gpt-image-1'] } as any);
+  t.equal(r.data!.length, 2);
+  t.equal(gemini.requests.length, 2);
+  await until(() => gemini.requests.some((q) => q.aborted));
+  t.pass('the hanging sibling call was aborted');
+});
+
+t.test('no key, client or provider, in any log line', async (t) => {
+  await until(() => gw.logs.some((l) => l.path === '/v1/images/generations'));
+  const all = gw.rawLogs.join('');
+  for (const k of [CLIENT_KEY, GEMINI_KEY, 'sk-test-openai-0123456789']) t.notOk(all.includes(k), 'key absent from logs');
+  t.ok(gw.logs.some((l) => l.path === '/v1/images/generations' && l.provider === 'google' && l.usage), 'usage recorded for image requests');
 });
