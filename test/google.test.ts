@@ -526,3 +526,41 @@ t.test('Vercel AI SDK (openai-compatible provider): generateText and streamText 
   t.equal(await s.finishReason, 'stop');
   t.equal(lastGenerate().path, '/v1beta/models/gemini-2.5-flash:streamGenerateContent');
 });
+
+t.test('the mock refuses what Gemini refuses (so a translation bug fails a test)', async (t) => {
+  const post = async (path: string, body: unknown, key: string | null = GEMINI_KEY) => {
+    const res = await fetch(`${gem.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key ? { 'x-goog-api-key': key } : {}) }, body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const gen = (body: unknown) => post('/v1beta/models/gemini-2.5-flash:generateContent', body);
+  const user = [{ role: 'user', parts: [{ text: 'hi' }] }];
+  const cases: [string, unknown, RegExp][] = [
+    ['unknown top-level field', { contents: user, temperature: 1 }, /Unknown name "temperature": Cannot find field/],
+    ['unknown nested field', { contents: user, generationConfig: { thinkingConfig: { effort: 'low' } } }, /Unknown name "effort" at 'generation_config.thinking_config': Cannot find field/],
+    ['OpenAPI parameters with additionalProperties', { contents: user, tools: [{ functionDeclarations: [{ name: 'f', parameters: { type: 'object', additionalProperties: false } }] }] }, /Unknown name "additionalProperties" at 'tools\[0\].function_declarations\[0\].parameters'/],
+    ['role assistant', { contents: [{ role: 'assistant', parts: [{ text: 'x' }] }] }, /valid role: user, model/],
+    ['empty text part', { contents: [{ role: 'user', parts: [{ text: '' }] }] }, /required oneof field 'data'/],
+    ['no contents', { contents: [] }, /contents is not specified/],
+    ['budget and level', { contents: user, generationConfig: { thinkingConfig: { thinkingBudget: 10, thinkingLevel: 'low' } } }, /only one of thinking budget and thinking level/],
+    ['same field twice', { contents: user, generationConfig: { thinkingConfig: {}, thinking_config: {} } }, /Duplicate value for field "thinking_config"/],
+    ['unnamed functionResponse', { contents: [...user, { role: 'user', parts: [{ functionResponse: { response: {} } }] }] }, /function_response.name: Name cannot be empty/],
+    ['bytes that are not base64', { contents: [{ role: 'user', parts: [{ inlineData: { mimeType: 'image/png', data: 'not base64!' } }] }] }, /Base64 decoding failed/],
+    ['penalties on 2.5', { contents: user, generationConfig: { presencePenalty: 0.5 } }, /Penalty is not enabled/],
+    ['unknown cache', { contents: user, cachedContent: 'cachedContents/nope' }, /CachedContent not found/],
+  ];
+  for (const [name, body, message] of cases) {
+    const r = await gen(body);
+    t.ok(r.status === 400 || r.status === 403, `${name}: refused`);
+    t.match(r.body.error.message, message, name);
+  }
+  const bad = await post('/v1beta/models/gemini-2.5-flash:generateContent', { contents: user }, 'wrong');
+  t.match(bad, { status: 400, body: { error: { status: 'INVALID_ARGUMENT', details: [{ reason: 'API_KEY_INVALID' }] } } });
+  t.match(await post('/v1beta/models/gemini-2.5-flash:generateContent', { contents: user }, null), { status: 403, body: { error: { status: 'PERMISSION_DENIED' } } });
+  t.match(await post('/v1beta/models/gemini-9:generateContent', { contents: user }), { status: 404, body: { error: { status: 'NOT_FOUND' } } });
+  const cache = await post('/v1beta/cachedContents', { model: 'models/gemini-2.5-flash', systemInstruction: { parts: [{ text: 'x'.repeat(6000) }] }, ttl: '60s' });
+  t.equal(cache.status, 200);
+  t.match(cache.body, { name: /^cachedContents\//, model: 'models/gemini-2.5-flash', expireTime: String });
+  const withSystem = await gen({ contents: user, cachedContent: cache.body.name, systemInstruction: { parts: [{ text: 'y' }] } });
+  t.match(withSystem.body.error.message, /CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config/);
+  t.equal((await gen({ contents: user, cachedContent: cache.body.name })).status, 200);
+});
