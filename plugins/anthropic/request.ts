@@ -64,20 +64,43 @@ class Breakpoints {
 export function toAnthropic(req: ChatRequest, model: ModelConfig, note: Note, stream: boolean): { body: W.MessagesRequest; plan: ResponsePlan } {
   if (req.n != null && req.n > 1)
     throw errors.invalid("The anthropic provider family does not support 'n' greater than 1: send one request per choice.", 'n', 'unsupported_parameter');
-
+  noteDropped(req, note);
   const native = req.native_fields ?? {};
   const marks = new Breakpoints();
   const { system, messages } = mapMessages(req.messages, note, marks);
+  const { tools, toolChoice, answerTool } = mapTools(req, marks, system, note);
+  const { maxTokens, thinking, thinkingOn } = mapLimits(req, model, toolChoice, note);
+  const sampling = mapSampling(req, thinkingOn, note);
+  applyCaching(marks, system, tools, note);
 
-  for (const key of Object.keys(req)) {
-    if (!KNOWN.has(key) && (req as unknown as Record<string, unknown>)[key] !== undefined)
-      note({ param: key, action: 'strip', before: (req as unknown as Record<string, unknown>)[key], reason: `'${key}' has no counterpart in the Anthropic Messages API` });
+  const body: W.MessagesRequest = { model: req.model, max_tokens: maxTokens, messages };
+  if (system.length) body.system = system;
+  if (tools.length) body.tools = tools;
+  if (toolChoice) body.tool_choice = toolChoice;
+  const stop = req.stop == null ? [] : typeof req.stop === 'string' ? [req.stop] : req.stop;
+  if (stop.length) body.stop_sequences = [...stop];
+  Object.assign(body, sampling);
+  if (thinking) body.thinking = thinking;
+  if (req.user) body.metadata = { user_id: req.user };
+  if (stream) body.stream = true;
+  // Provider-specific fields under Anthropic's own names, untouched (decisions.md "native_fields").
+  Object.assign(body, native);
+  return { body, plan: { answerTool, includeUsage: !!req.stream_options?.include_usage } };
+}
+
+/** Fields with no Anthropic counterpart, and unknown ones, are not sent: each gets a note. */
+function noteDropped(req: ChatRequest, note: Note): void {
+  const raw = req as unknown as Record<string, unknown>;
+  for (const key of Object.keys(raw)) {
+    if (!KNOWN.has(key) && raw[key] !== undefined) note({ param: key, action: 'strip', before: raw[key], reason: `'${key}' has no counterpart in the Anthropic Messages API` });
   }
   for (const key of UNSUPPORTED) {
     if (isSet(req[key])) note({ param: key, action: 'strip', before: req[key], reason: `the Anthropic Messages API has no '${key}'` });
   }
+}
 
-  // Tools, response_format and tool_choice decide together.
+/** Tools, tool_choice, response_format and web_search decide together. */
+function mapTools(req: ChatRequest, marks: Breakpoints, system: W.TextBlock[], note: Note): { tools: W.Tool[]; toolChoice?: W.ToolChoice; answerTool?: string } {
   const callerTools = req.tools ?? [];
   const tools: W.Tool[] = callerTools.map((t) => mapTool(t, marks));
   if (callerTools.some((t) => t.function.strict)) note({ param: 'tools[].function.strict', action: 'strip', before: true, reason: 'strict tool schemas are not part of the Anthropic Messages API (2023-06-01)' });
@@ -89,8 +112,7 @@ export function toAnthropic(req: ChatRequest, model: ModelConfig, note: Note, st
     if (callerTools.some((t) => t.function.name === name))
       throw errors.invalid(`'response_format.json_schema.name' (${name}) must differ from the names in 'tools': the anthropic family sends the schema as a tool of that name.`, 'response_format.json_schema.name', 'invalid_value');
     answerTool = name;
-    const schema = rf.json_schema.schema ?? { type: 'object' };
-    tools.push({ name, description: rf.json_schema.description ?? ANSWER_TOOL_DESCRIPTION, input_schema: withObjectType(schema) });
+    tools.push({ name, description: rf.json_schema.description ?? ANSWER_TOOL_DESCRIPTION, input_schema: withObjectType(rf.json_schema.schema ?? { type: 'object' }) });
     // Forced when the model has nothing else to call; with caller tools, `any`
     // lets it call one of them or answer (a forced named tool the caller chose wins).
     if (!callerTools.length || req.tool_choice === 'none') toolChoice = { type: 'tool', name };
@@ -109,8 +131,11 @@ export function toAnthropic(req: ChatRequest, model: ModelConfig, note: Note, st
     if (tools.length && toolChoice?.type !== 'none') toolChoice = { ...(toolChoice ?? { type: 'auto' }), disable_parallel_tool_use: true } as W.ToolChoice;
     else note({ param: 'parallel_tool_calls', action: 'strip', before: false, reason: 'no tool can be called in this request' });
   }
+  return { tools, toolChoice, answerTool };
+}
 
-  // max_tokens is required by Anthropic.
+/** max_tokens (required by Anthropic) and the thinking budget, which must stay below it. */
+function mapLimits(req: ChatRequest, model: ModelConfig, toolChoice: W.ToolChoice | undefined, note: Note): { maxTokens: number; thinking?: W.Thinking; thinkingOn: boolean } {
   let maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
   if (req.max_completion_tokens != null && req.max_tokens != null)
     note({ param: 'max_tokens', action: 'strip', before: req.max_tokens, reason: 'max_completion_tokens is also set' });
@@ -118,52 +143,58 @@ export function toAnthropic(req: ChatRequest, model: ModelConfig, note: Note, st
     maxTokens = model.max_output_tokens ?? DEFAULT_MAX_TOKENS;
     note({ param: 'max_tokens', action: 'add', after: maxTokens, reason: model.max_output_tokens ? `Anthropic requires max_tokens: the catalog's max_output_tokens for ${model.id}` : `Anthropic requires max_tokens: default ${DEFAULT_MAX_TOKENS}` });
   }
-
-  // Thinking: native_fields.thinking wins untouched; else reasoning_effort maps to a budget.
-  let thinking: W.Thinking | undefined;
-  let thinkingOn = false;
   const effort = req.reasoning_effort ?? undefined;
-  if (native.thinking !== undefined) {
-    const t = native.thinking as { type?: string } | null;
-    thinkingOn = !!t && t.type !== 'disabled';
+  const native = req.native_fields?.thinking;
+  // native_fields.thinking wins untouched (decisions.md "Reasoning").
+  if (native !== undefined) {
     if (effort) note({ param: 'reasoning_effort', action: 'strip', before: effort, reason: 'native_fields.thinking is given and wins' });
-  } else if (effort && effort !== 'none') {
-    let budget = THINKING_BUDGET[effort] ?? THINKING_BUDGET.medium;
-    const forced = toolChoice?.type === 'any' || toolChoice?.type === 'tool';
-    const cap = model.max_output_tokens;
-    if (forced) {
-      note({ param: 'reasoning_effort', action: 'strip', before: effort, reason: 'Anthropic does not allow extended thinking while tool use is forced (tool_choice, or response_format json_schema)' });
-    } else if (cap !== undefined && cap - MIN_BUDGET < MIN_BUDGET) {
-      note({ param: 'reasoning_effort', action: 'strip', before: effort, reason: `${model.id} allows at most ${cap} output tokens, too few for Anthropic's minimum thinking budget of ${MIN_BUDGET}` });
-    } else {
-      if (cap !== undefined && budget > cap - MIN_BUDGET) {
-        note({ param: 'thinking.budget_tokens', action: 'override', before: budget, after: cap - MIN_BUDGET, reason: `the budget for '${effort}' must stay below ${model.id}'s ${cap} output tokens` });
-        budget = cap - MIN_BUDGET;
-      }
-      thinking = { type: 'enabled', budget_tokens: budget };
-      thinkingOn = true;
-      // Anthropic: max_tokens must exceed budget_tokens (thinking counts towards max_tokens).
-      if (maxTokens <= budget) {
-        const raised = cap !== undefined ? Math.min(cap, budget + maxTokens) : budget + maxTokens;
-        note({ param: 'max_tokens', action: 'override', before: maxTokens, after: raised, reason: `Anthropic requires max_tokens above the thinking budget (${budget} for '${effort}'): the budget is added to the requested maximum` });
-        maxTokens = raised;
-      }
-    }
+    return { maxTokens, thinkingOn: !!native && (native as { type?: string }).type !== 'disabled' };
   }
+  if (!effort || effort === 'none') return { maxTokens, thinkingOn: false };
+  const cap = model.max_output_tokens;
+  if (toolChoice?.type === 'any' || toolChoice?.type === 'tool') {
+    note({ param: 'reasoning_effort', action: 'strip', before: effort, reason: 'Anthropic does not allow extended thinking while tool use is forced (tool_choice, or response_format json_schema)' });
+    return { maxTokens, thinkingOn: false };
+  }
+  if (cap !== undefined && cap - MIN_BUDGET < MIN_BUDGET) {
+    note({ param: 'reasoning_effort', action: 'strip', before: effort, reason: `${model.id} allows at most ${cap} output tokens, too few for Anthropic's minimum thinking budget of ${MIN_BUDGET}` });
+    return { maxTokens, thinkingOn: false };
+  }
+  let budget = THINKING_BUDGET[effort] ?? THINKING_BUDGET.medium;
+  if (cap !== undefined && budget > cap - MIN_BUDGET) {
+    note({ param: 'thinking.budget_tokens', action: 'override', before: budget, after: cap - MIN_BUDGET, reason: `the budget for '${effort}' must stay below ${model.id}'s ${cap} output tokens` });
+    budget = cap - MIN_BUDGET;
+  }
+  // Anthropic: max_tokens must exceed budget_tokens (thinking counts towards max_tokens).
+  if (maxTokens <= budget) {
+    const raised = cap !== undefined ? Math.min(cap, budget + maxTokens) : budget + maxTokens;
+    note({ param: 'max_tokens', action: 'override', before: maxTokens, after: raised, reason: `Anthropic requires max_tokens above the thinking budget (${budget} for '${effort}'): the budget is added to the requested maximum` });
+    maxTokens = raised;
+  }
+  return { maxTokens, thinking: { type: 'enabled', budget_tokens: budget }, thinkingOn: true };
+}
 
-  let temperature = req.temperature ?? undefined;
-  let topP = req.top_p ?? undefined;
+function mapSampling(req: ChatRequest, thinkingOn: boolean, note: Note): { temperature?: number; top_p?: number } {
+  const temperature = req.temperature ?? undefined;
+  const topP = req.top_p ?? undefined;
   if (thinkingOn) {
-    // Extended thinking is incompatible with temperature / top_k changes (docs: extended thinking).
+    // Extended thinking is incompatible with temperature / top_k changes and limits top_p (docs: extended thinking).
     if (temperature !== undefined) note({ param: 'temperature', action: 'strip', before: temperature, reason: 'Anthropic does not accept temperature with extended thinking' });
     if (topP !== undefined) note({ param: 'top_p', action: 'strip', before: topP, reason: 'Anthropic restricts top_p with extended thinking' });
-    temperature = topP = undefined;
-  } else if (temperature !== undefined && temperature > 1) {
-    note({ param: 'temperature', action: 'override', before: temperature, after: 1, reason: 'Anthropic accepts temperature from 0 to 1' });
-    temperature = 1;
+    return {};
   }
+  const out: { temperature?: number; top_p?: number } = {};
+  if (temperature !== undefined && temperature > 1) {
+    // Not clamped silently: the override is visible under debug.normalizations.
+    note({ param: 'temperature', action: 'override', before: temperature, after: 1, reason: 'Anthropic accepts temperature from 0 to 1' });
+    out.temperature = 1;
+  } else if (temperature !== undefined) out.temperature = temperature;
+  if (topP !== undefined) out.top_p = topP;
+  return out;
+}
 
-  // Prompt caching (decisions.md): the caller's marks, else the end of the system prompt and of the tools.
+/** Prompt caching (decisions.md): the caller's marks (at most 4), else the end of the system prompt and of the tools. */
+function applyCaching(marks: Breakpoints, system: W.TextBlock[], tools: W.Tool[], note: Note): void {
   if (marks.count === 0) {
     const added: string[] = [];
     if (system.length) {
@@ -176,30 +207,15 @@ export function toAnthropic(req: ChatRequest, model: ModelConfig, note: Note, st
       added.push('tools');
     }
     if (added.length) note({ param: 'cache_control', action: 'add', after: added, reason: 'no cache_control in the request: the gateway marks the end of the system prompt and of the tool definitions' });
-  } else {
-    if (marks.ttlDropped) note({ param: 'cache_control.ttl', action: 'strip', reason: "Anthropic's default 5-minute cache lifetime applies; ttl is not forwarded" });
-    const all = [...marks.tools, ...marks.system, ...marks.messages];
-    if (all.length > MAX_BREAKPOINTS) {
-      // Keep the last four: each later breakpoint covers everything before it.
-      for (const b of all.slice(0, all.length - MAX_BREAKPOINTS)) delete b.cache_control;
-      note({ param: 'cache_control', action: 'strip', before: all.length, after: MAX_BREAKPOINTS, reason: `Anthropic allows at most ${MAX_BREAKPOINTS} cache breakpoints: the earliest were removed` });
-    }
+    return;
   }
-
-  const body: W.MessagesRequest = { model: req.model, max_tokens: maxTokens, messages };
-  if (system.length) body.system = system;
-  if (tools.length) body.tools = tools;
-  if (toolChoice) body.tool_choice = toolChoice;
-  const stop = req.stop == null ? [] : typeof req.stop === 'string' ? [req.stop] : req.stop;
-  if (stop.length) body.stop_sequences = [...stop];
-  if (temperature !== undefined) body.temperature = temperature;
-  if (topP !== undefined) body.top_p = topP;
-  if (thinking) body.thinking = thinking;
-  if (req.user) body.metadata = { user_id: req.user };
-  if (stream) body.stream = true;
-  // Provider-specific fields under Anthropic's own names, untouched (decisions.md "native_fields").
-  Object.assign(body, native);
-  return { body, plan: { answerTool, includeUsage: !!req.stream_options?.include_usage } };
+  if (marks.ttlDropped) note({ param: 'cache_control.ttl', action: 'strip', reason: "Anthropic's default 5-minute cache lifetime applies; ttl is not forwarded" });
+  const all = [...marks.tools, ...marks.system, ...marks.messages];
+  if (all.length > MAX_BREAKPOINTS) {
+    // Keep the last four: each later breakpoint covers everything before it.
+    for (const b of all.slice(0, all.length - MAX_BREAKPOINTS)) delete b.cache_control;
+    note({ param: 'cache_control', action: 'strip', before: all.length, after: MAX_BREAKPOINTS, reason: `Anthropic allows at most ${MAX_BREAKPOINTS} cache breakpoints: the earliest were removed` });
+  }
 }
 
 function withObjectType(schema: Record<string, unknown>): Record<string, unknown> {
