@@ -11,6 +11,12 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { startGeminiMock, GEMINI_KEY, rateLimitBody, API_KEY_INVALID_BODY } from './mocks/gemini.js';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
+import { toGemini, traits, guessMime } from '../plugins/google/request.js';
+import { apiBase } from '../plugins/google/index.js';
+import { parseDuration, reclassify } from '../plugins/google/errors.js';
+import { UpstreamError } from '../src/provider.js';
+import type { ChatRequest, NormalizationEntry } from '../src/types.js';
+import type { ModelConfig } from '../src/config/schema.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -563,4 +569,71 @@ t.test('the mock refuses what Gemini refuses (so a translation bug fails a test)
   const withSystem = await gen({ contents: user, cachedContent: cache.body.name, systemInstruction: { parts: [{ text: 'y' }] } });
   t.match(withSystem.body.error.message, /CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config/);
   t.equal((await gen({ contents: user, cachedContent: cache.body.name })).status, 200);
+});
+
+t.test('request mapping, unit level: pure, edge cases of caching, tools, web search, reasoning summary', async (t) => {
+  const model = { id: FLASH, capabilities: { thinking: true }, max_output_tokens: 65536 } as unknown as ModelConfig;
+  const map = (req: Partial<ChatRequest>) => {
+    const notes: NormalizationEntry[] = [];
+    const full = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'hi' }], ...req } as ChatRequest;
+    const frozen = structuredClone(full);
+    const plan = toGemini(full, { model, note: (n) => notes.push(n) });
+    t.same(full, frozen, 'the IR request is not mutated');
+    return { plan, notes };
+  };
+
+  // The mark on the last message: that message still goes with the request.
+  const last = map({ messages: [{ role: 'system', content: 'sys' }, { role: 'user', content: 'doc' }, { role: 'user', content: 'q', cache_control: { type: 'ephemeral' } }] });
+  t.same(last.plan.cache!.create.contents, [{ role: 'user', parts: [{ text: 'doc' }] }]);
+  t.same(last.plan.cache!.body.contents, [{ role: 'user', parts: [{ text: 'q' }] }]);
+  t.match(last.notes, [{ param: 'messages[2].cache_control', action: 'override' }]);
+
+  // A system message after the prefix becomes user text in the cached variant only.
+  const later = map({ messages: [{ role: 'user', content: 'doc', cache_control: { type: 'ephemeral', ttl: '60s' } }, { role: 'system', content: 'late rule' }, { role: 'user', content: 'q' }] });
+  t.same(later.plan.body.systemInstruction, { parts: [{ text: 'late rule' }] }, 'uncached: system instruction');
+  t.same(later.plan.cache!.body.contents, [{ role: 'user', parts: [{ text: 'late rule' }, { text: 'q' }] }], 'cached: user text');
+  t.equal(later.plan.cache!.create.ttl, '60s');
+  t.match(later.plan.cache!.notes, [{ param: 'messages[1]', action: 'rename' }]);
+  t.same(later.notes, [], 'cached-only notes kept aside');
+
+  // A client cache named in native_fields: no second cache.
+  const own = map({ messages: [{ role: 'user', content: 'doc', cache_control: { type: 'ephemeral' } }, { role: 'user', content: 'q' }], native_fields: { cached_content: 'cachedContents/mine' } });
+  t.notOk(own.plan.cache);
+  t.equal(own.plan.body.cached_content, 'cachedContents/mine');
+
+  // web_search -> googleSearch tool; native tools are added; reasoning_summary -> includeThoughts.
+  const ws = map({ web_search: { enabled: true, options: { search_context_size: 'low' } }, tools: weather, native_fields: { tools: [{ codeExecution: {} }] }, reasoning_summary: 'auto' });
+  t.same(ws.plan.body.tools!.map((x) => Object.keys(x)[0]), ['functionDeclarations', 'googleSearch', 'codeExecution']);
+  t.same(ws.plan.body.generationConfig, { thinkingConfig: { includeThoughts: true } });
+  t.match(ws.notes, [{ param: 'web_search.options', action: 'strip' }]);
+
+  // Assistant history: text and calls in one model turn; arguments must be an object.
+  const hist = map({ messages: [
+    { role: 'user', content: 'q' },
+    { role: 'assistant', content: 'let me check', tool_calls: [{ id: 'a', type: 'function', function: { name: 'f', arguments: '' } }, { id: 'b', type: 'function', function: { name: 'g', arguments: '{"x":1}' } }] },
+    { role: 'tool', tool_call_id: 'a', content: [{ type: 'text', text: 'one' }] },
+    { role: 'tool', tool_call_id: 'b', content: '[1,2]' },
+  ] as any });
+  t.same(hist.plan.body.contents.slice(1), [
+    { role: 'model', parts: [{ text: 'let me check' }, { functionCall: { name: 'f', args: {} } }, { functionCall: { name: 'g', args: { x: 1 } } }] },
+    { role: 'user', parts: [{ functionResponse: { name: 'f', response: { content: 'one' } } }, { functionResponse: { name: 'g', response: { content: '[1,2]' } } }] },
+  ], 'tool results merged into one user turn; non-object JSON wrapped');
+  t.throws(() => map({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', tool_calls: [{ id: 'a', type: 'function', function: { name: 'f', arguments: '[1]' } }] }] as any }), { status: 400, param: 'messages[1].tool_calls[0].function.arguments' } as any);
+  t.throws(() => map({ messages: [{ role: 'system', content: 'only system' }] }), { status: 400, param: 'messages' } as any);
+
+  // Gemini's OpenAI-compatible signature field is read too.
+  const compat = map({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', tool_calls: [{ id: 'a', type: 'function', function: { name: 'f', arguments: '{}' }, extra_content: { google: { thought_signature: 'c2ln' } } }] }, { role: 'tool', tool_call_id: 'a', content: 'r' }] as any });
+  t.equal(compat.plan.body.contents[1].parts![0].thoughtSignature, 'c2ln');
+
+  t.same(traits('gemini-2.5-flash-lite').thinking, { kind: 'budget', min: 512, max: 24576, canDisable: true });
+  t.same(traits('models/gemini-3-flash-preview').thinking, { kind: 'level', levels: ['minimal', 'low', 'medium', 'high'] });
+  t.ok(traits('gemini-2.0-flash').penalties);
+  t.equal(guessMime('https://www.youtube.com/watch?v=x'), 'video/mp4');
+  t.equal(guessMime('https://e.com/a.PDF'), 'application/pdf');
+  t.equal(apiBase('https://generativelanguage.googleapis.com/'), 'https://generativelanguage.googleapis.com/v1beta');
+  t.equal(apiBase('https://proxy.example/gemini/v1beta'), 'https://proxy.example/gemini/v1beta');
+  t.equal(parseDuration('34.4s'), 34400);
+  t.equal(parseDuration('1m'), undefined);
+  const pre = reclassify(new UpstreamError(400, { message: 'User location is not supported for the API use.', type: 'invalid_request_error', param: null, code: 'failed_precondition' }));
+  t.equal((pre as UpstreamError).status, 403, 'FAILED_PRECONDITION is about the account: fallback');
 });

@@ -74,7 +74,7 @@ export default function google(): ProviderPlugin {
         call.note({ param: 'cache_control', action: 'strip', reason: `the Gemini cached content could not be created (${cache.error}); the request was sent uncached` });
         return generate(call, base, headers, plan.body);
       }
-      plan.cache.notes.forEach(call.note);
+      for (const n of plan.cache.notes) call.note(n);
       try {
         return await generate(call, base, headers, { ...plan.cache.body, cachedContent: cache.name });
       } catch (err) {
