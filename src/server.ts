@@ -11,7 +11,7 @@ import type { GatewayConfig } from './config/load.js';
 import type { Endpoint } from './config/schema.js';
 import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
-import { createProxyTransport, type Transport } from './upstream.js';
+import { createTransport, type Transport } from './upstream.js';
 import { Health, type CoreServices } from './dispatch.js';
 import { errors, envelope, toGatewayError, GatewayError } from './errors.js';
 import { pipeFrames } from './respond.js';
@@ -26,6 +26,8 @@ export interface EndpointSpec {
   path: string;
   validate(raw: unknown, ctx: RequestContext): Record<string, unknown>;
   terminal(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, params: Record<string, string>): Promise<void>;
+  /** Called once at gateway shutdown (e.g. to close the endpoint's store). */
+  close?(): void | Promise<void>;
 }
 
 export interface GatewayOptions {
@@ -54,7 +56,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const { config } = opts;
   const logger = opts.logger ?? createLogger(config.server.log_level);
   const pipeline = await loadPipeline(config, opts.registry, logger);
-  const transport = opts.transport ?? createProxyTransport();
+  const transport = opts.transport ?? createTransport(config.server.transport);
   const core: CoreServices = {
     transport,
     providerPlugins: pipeline.providers,
@@ -262,6 +264,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       server.closeAllConnections();
       await closed;
       transport.close();
+      for (const spec of specs) await spec.close?.();
       await pipeline.close();
       logger.flush?.();
     },

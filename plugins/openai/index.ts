@@ -18,7 +18,8 @@ export default function openai(): ProviderPlugin {
     name: 'openai',
     families: {
       openai: { defaultBaseUrl: 'https://api.openai.com/v1', env: { apiKey: 'OPENAI_API_KEY', baseUrl: 'OPENAI_BASE_URL' } },
-      'openai-compatible': {},
+      // vLLM, Ollama, Groq... speak Chat Completions: Responses requests to them are translated to chat.
+      'openai-compatible': { native: [] },
     },
     async chat(call: ProviderCall<ChatRequest>): Promise<ChatOutcome> {
       const body = toOpenAIChat(call.request, call.note);

@@ -1,7 +1,8 @@
 // Endpoints beyond chat and models, registered with the core by the CLI.
 import type { EndpointSpec } from '../server.js';
 import { imagesEndpoint } from './images.js';
+import { responsesEndpoints } from './responses.js';
 
 export function extraEndpoints(): EndpointSpec[] {
-  return [imagesEndpoint];
+  return [imagesEndpoint, ...responsesEndpoints()];
 }

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as v from 'valibot';
 import { LineCounter, parseDocument, isScalar, visit, type Document } from 'yaml';
-import { ConfigSchema, MODEL_ID, type RawConfig, type ProviderConfig, type ModelConfig, type KeyConfig } from './schema.js';
+import { ConfigSchema, MODEL_ID, type RawConfig, type ProviderConfig, type ModelConfig, type KeyConfig, type Endpoint } from './schema.js';
 
 export interface ConfigProblem {
   path: string;
@@ -31,6 +31,13 @@ export class ConfigError extends Error {
 export interface FamilyDefaults {
   defaultBaseUrl?: string;
   env?: { apiKey?: string; baseUrl?: string };
+  /**
+   * Endpoints this family serves through the plugin's same-API hooks
+   * (`responses`, `images`). Absent: every hook the plugin has. A family that
+   * lists fewer (OpenAI-compatible servers speak Chat Completions only) gets
+   * the other endpoints translated to chat where the gateway can.
+   */
+  native?: readonly Endpoint[];
 }
 
 export interface ClientKey {

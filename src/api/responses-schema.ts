@@ -1,0 +1,233 @@
+// Validation of POST /v1/responses (spec 4.1, decisions.md "Errors"). Known
+// fields are checked strictly and every failure names the field (e.g.
+// `input[2].content[0].image_url`). Unknown top-level fields are kept: the
+// same-API path forwards them to OpenAI, which judges them; translated paths
+// drop them and record a `strip` normalization.
+//
+// Shapes follow the OpenAI Responses API reference
+// (https://platform.openai.com/docs/api-reference/responses/create) and
+// shared/fixtures/WIRE-FORMATS.md section 2. Two deliberate extensions:
+// function tools are accepted both flat (`{type:'function', name, ...}`, the
+// Responses wire shape) and nested (`{type:'function', function:{name, ...}}`,
+// the shape spec 4.1 describes), and `tool_choice` likewise.
+import * as v from 'valibot';
+import { num, int, str, bool, oneOf } from '../validate.js';
+import { Fallbacks, DebugList, Extra } from './chat-schema.js';
+
+const nonEmpty = (what = 'must not be empty') => v.pipe(str(), v.minLength(1, what));
+const FN_NAME = v.pipe(str(), v.regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes'));
+const Detail = oneOf(['auto', 'low', 'high', 'original'] as const);
+
+// An object schema whose `type` names something we do not accept: the issue
+// lands on `<path>.type` with a message listing what is accepted.
+const rejectType = (message: string) => v.looseObject({ type: v.custom<never>(() => false, message) });
+
+// Content parts (https://platform.openai.com/docs/api-reference/responses/create#responses-create-input).
+const InputText = v.looseObject({ type: v.literal('input_text'), text: str() });
+const InputImage = v.pipe(
+  v.looseObject({
+    type: v.literal('input_image'),
+    image_url: v.optional(v.nullable(nonEmpty())),
+    file_id: v.optional(v.nullable(nonEmpty())),
+    detail: v.optional(v.nullable(Detail)),
+  }),
+  v.check((p) => !!p.image_url || !!p.file_id, "an 'input_image' part needs 'image_url' (a URL or data URL) or 'file_id'"),
+);
+const InputFile = v.looseObject({
+  type: v.literal('input_file'),
+  file_id: v.optional(v.nullable(str())),
+  file_data: v.optional(v.nullable(str())),
+  file_url: v.optional(v.nullable(str())),
+  filename: v.optional(v.nullable(str())),
+});
+const OutputText = v.looseObject({ type: v.literal('output_text'), text: str(), annotations: v.optional(v.array(v.unknown())) });
+const RefusalPart = v.looseObject({ type: v.literal('refusal'), refusal: str() });
+
+const InputPart = v.variant('type', [InputText, InputImage, InputFile], "must be a content part of type 'input_text', 'input_image' or 'input_file'");
+const AssistantPart = v.variant('type', [OutputText, RefusalPart], "must be a content part of type 'output_text' or 'refusal'");
+
+const itemCommon = { id: v.optional(v.nullable(str())), status: v.optional(v.nullable(oneOf(['in_progress', 'completed', 'incomplete'] as const))) };
+
+const InputMessage = v.looseObject({
+  type: v.optional(v.literal('message')),
+  role: oneOf(['user', 'system', 'developer', 'assistant'] as const),
+  content: v.union([str(), v.array(InputPart)], 'must be a string or an array of content parts'),
+  ...itemCommon,
+});
+const AssistantMessage = v.looseObject({
+  type: v.optional(v.literal('message')),
+  role: v.literal('assistant'),
+  content: v.union([str(), v.array(AssistantPart)], "must be a string or an array of 'output_text' / 'refusal' parts"),
+  ...itemCommon,
+});
+const FunctionCall = v.looseObject({
+  type: v.literal('function_call'),
+  call_id: nonEmpty(),
+  name: FN_NAME,
+  arguments: str('must be a JSON string'),
+  ...itemCommon,
+});
+const FunctionCallOutput = v.looseObject({
+  type: v.literal('function_call_output'),
+  call_id: nonEmpty(),
+  output: v.union([str(), v.array(InputPart)], 'must be a string or an array of content parts'),
+  ...itemCommon,
+});
+const Reasoning = v.looseObject({
+  type: v.literal('reasoning'),
+  id: v.optional(v.nullable(str())),
+  summary: v.array(v.looseObject({ type: v.literal('summary_text'), text: str() }), 'must be an array of summary_text parts'),
+  content: v.optional(v.nullable(v.array(v.looseObject({ type: str(), text: str() })))),
+  encrypted_content: v.optional(v.nullable(str())),
+  status: itemCommon.status,
+});
+// A hosted web search record from an earlier OpenAI turn (echoed output).
+const WebSearchCall = v.looseObject({ type: v.literal('web_search_call'), id: nonEmpty() });
+
+export const INPUT_ITEM_TYPES = ['message', 'function_call', 'function_call_output', 'reasoning', 'web_search_call'] as const;
+
+const InputItem = v.lazy((input) => {
+  const o = (input ?? {}) as { type?: unknown; role?: unknown };
+  switch (o.type ?? 'message') {
+    case 'message':
+      return (o.role === 'assistant' ? AssistantMessage : InputMessage) as v.GenericSchema;
+    case 'function_call':
+      return FunctionCall as v.GenericSchema;
+    case 'function_call_output':
+      return FunctionCallOutput as v.GenericSchema;
+    case 'reasoning':
+      return Reasoning as v.GenericSchema;
+    case 'web_search_call':
+      return WebSearchCall as v.GenericSchema;
+    default:
+      return rejectType(`must be one of ${INPUT_ITEM_TYPES.map((t) => `'${t}'`).join(', ')}`) as v.GenericSchema;
+  }
+});
+
+// Tools: function (flat or nested) and hosted web search.
+export const WEB_SEARCH_TYPES = ['web_search_preview', 'web_search', 'web_search_preview_2025_03_11', 'web_search_2025_08_26'] as const;
+const Params = v.record(v.string(), v.unknown(), 'must be a JSON Schema object');
+const FlatFunctionTool = v.looseObject({
+  type: v.literal('function'),
+  name: FN_NAME,
+  description: v.optional(v.nullable(str())),
+  parameters: v.optional(v.nullable(Params)),
+  strict: v.optional(v.nullable(bool())),
+});
+const NestedFunctionTool = v.looseObject({
+  type: v.literal('function'),
+  function: v.looseObject({
+    name: FN_NAME,
+    description: v.optional(v.nullable(str())),
+    parameters: v.optional(v.nullable(Params)),
+    strict: v.optional(v.nullable(bool())),
+  }),
+});
+const WebSearchTool = v.looseObject({
+  type: oneOf(WEB_SEARCH_TYPES),
+  search_context_size: v.optional(v.nullable(oneOf(['low', 'medium', 'high'] as const))),
+  user_location: v.optional(v.nullable(v.looseObject({ type: v.optional(v.literal('approximate')) }))),
+});
+const Tool = v.lazy((input) => {
+  const o = (input ?? {}) as { type?: unknown; function?: unknown };
+  if (o.type === 'function') return (o.function !== undefined ? NestedFunctionTool : FlatFunctionTool) as v.GenericSchema;
+  if ((WEB_SEARCH_TYPES as readonly unknown[]).includes(o.type)) return WebSearchTool as v.GenericSchema;
+  return rejectType("must be 'function', 'web_search_preview' or 'web_search' (other hosted tools are not supported)") as v.GenericSchema;
+});
+
+const ToolChoice = v.union(
+  [
+    oneOf(['none', 'auto', 'required'] as const),
+    v.strictObject({ type: v.literal('function'), name: str() }),
+    v.strictObject({ type: v.literal('function'), function: v.strictObject({ name: str() }) }),
+  ],
+  "must be 'none', 'auto', 'required' or {type: 'function', name}",
+);
+
+const Format = v.variant(
+  'type',
+  [
+    v.strictObject({ type: v.literal('text') }),
+    v.strictObject({ type: v.literal('json_object') }),
+    v.looseObject({
+      type: v.literal('json_schema'),
+      name: FN_NAME,
+      schema: v.record(v.string(), v.unknown(), 'must be a JSON Schema object'),
+      description: v.optional(v.nullable(str())),
+      strict: v.optional(v.nullable(bool())),
+    }),
+  ],
+  "must have type 'text', 'json_object' or 'json_schema'",
+);
+
+const Text = v.looseObject({
+  format: v.optional(v.nullable(Format)),
+  verbosity: v.optional(v.nullable(oneOf(['low', 'medium', 'high'] as const))),
+});
+
+const ReasoningOptions = v.looseObject({
+  effort: v.optional(v.nullable(oneOf(['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const))),
+  summary: v.optional(v.nullable(oneOf(['auto', 'concise', 'detailed'] as const))),
+  generate_summary: v.optional(v.nullable(oneOf(['auto', 'concise', 'detailed'] as const))),
+});
+
+const Stop = v.union([str(), v.pipe(v.array(str()), v.maxLength(4, 'must have at most 4 sequences'))], 'must be a string or an array of up to 4 strings');
+
+const Metadata = v.pipe(
+  v.record(v.pipe(v.string(), v.maxLength(64, 'keys must be at most 64 characters')), v.pipe(str('values must be strings'), v.maxLength(512, 'values must be at most 512 characters')), 'must be an object of string values'),
+  v.check((m) => Object.keys(m).length <= 16, 'must have at most 16 pairs'),
+);
+
+export const ResponsesBody = v.pipe(
+  v.looseObject({
+    model: nonEmpty(),
+    input: v.union([str(), v.pipe(v.array(InputItem, 'must be a string or an array of input items'), v.minLength(1, 'must contain at least one item'))], 'must be a string or an array of input items'),
+    instructions: v.optional(v.nullable(str())),
+    temperature: v.optional(v.nullable(num(0, 2))),
+    top_p: v.optional(v.nullable(num(0, 1))),
+    max_output_tokens: v.optional(v.nullable(int(1, 10_000_000))),
+    stop: v.optional(v.nullable(Stop)),
+    stream: v.optional(v.nullable(bool())),
+    stream_options: v.optional(v.nullable(v.looseObject({ include_obfuscation: v.optional(bool()) }))),
+    tools: v.optional(v.nullable(v.array(Tool, 'must be an array of tools'))),
+    tool_choice: v.optional(v.nullable(ToolChoice)),
+    parallel_tool_calls: v.optional(v.nullable(bool())),
+    text: v.optional(v.nullable(Text)),
+    reasoning: v.optional(v.nullable(ReasoningOptions)),
+    previous_response_id: v.optional(v.nullable(nonEmpty())),
+    store: v.optional(v.nullable(bool())),
+    truncation: v.optional(v.nullable(oneOf(['auto', 'disabled'] as const))),
+    metadata: v.optional(v.nullable(Metadata)),
+    user: v.optional(v.nullable(str())),
+    include: v.optional(v.nullable(v.array(str(), 'must be an array of strings'))),
+    top_logprobs: v.optional(v.nullable(int(0, 20))),
+    max_tool_calls: v.optional(v.nullable(int(1, 1_000))),
+    service_tier: v.optional(v.nullable(oneOf(['auto', 'default', 'flex', 'priority'] as const))),
+    background: v.optional(v.nullable(v.custom<boolean>((x) => x === false, 'background mode is not supported by the gateway: omit it or send false'))),
+    conversation: v.optional(v.custom<never>(() => false, "the Conversations API is not supported by the gateway: use 'previous_response_id'")),
+    native_fields: v.optional(v.record(v.string(), v.unknown(), 'must be an object')),
+    extra: v.optional(Extra),
+    fallbacks: v.optional(Fallbacks),
+    debug: v.optional(DebugList),
+  }),
+  v.forward(
+    v.check((b) => !(b.stream_options && !b.stream), "'stream_options' is only allowed when 'stream' is true"),
+    ['stream_options'],
+  ),
+  v.forward(
+    v.check((b) => {
+      const tc = b.tool_choice as { name?: string; function?: { name: string } } | string | null | undefined;
+      if (!tc || typeof tc === 'string') return true;
+      const name = tc.name ?? tc.function?.name;
+      return !!b.tools?.some((t) => functionToolName(t as Record<string, unknown>) === name);
+    }, "'tool_choice' names a function that is not in 'tools'"),
+    ['tool_choice'],
+  ),
+);
+
+export function functionToolName(t: Record<string, unknown>): string | undefined {
+  if (t.type !== 'function') return undefined;
+  return (t.function as { name?: string } | undefined)?.name ?? (t.name as string | undefined);
+}
+
+export type ResponsesBodyInput = v.InferOutput<typeof ResponsesBody>;

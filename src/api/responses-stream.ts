@@ -1,0 +1,327 @@
+// Responses streams, event by event (never buffered whole).
+//
+// - Translated targets: chat IR chunks become the OpenAI Responses event
+//   sequence (decisions.md "Streams"; event shapes from
+//   shared/fixtures/openai-responses/*.chunks.txt and WIRE-FORMATS.md section 2):
+//   response.created, response.in_progress, then per output item
+//   output_item.added … (content_part / output_text / refusal /
+//   function_call_arguments / reasoning_summary events) … output_item.done,
+//   then exactly one terminal event carrying the whole response.
+// - OpenAI-family targets: upstream events pass through with `response.model`
+//   patched to the gateway id; sequence numbers are only filled in when the
+//   upstream lacks them (recordings before mid-2025).
+// A stream that breaks ends with an `error` event then `response.failed`,
+// never with `response.completed`.
+import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../types.js';
+import type { ErrorBody } from '../errors.js';
+import { TransportError } from '../upstream.js';
+import { sseFrame } from '../sse.js';
+import {
+  newId,
+  responseShell,
+  usageFromChat,
+  statusOf,
+  reasoningItem,
+  outputTextPart,
+  fillUsage,
+  type Item,
+  type Part,
+  type ResponseEcho,
+  type ResponseObject,
+} from './responses-map.js';
+
+export type ResponseEvent = { type: string; sequence_number: number; [k: string]: unknown };
+
+export interface StreamHooks {
+  /** The final response, before the terminal event goes out: store it, attach debug. */
+  finish(response: ResponseObject): void | Promise<void>;
+  /** The failed response, before `response.failed` goes out (debug). */
+  fail(response: ResponseObject): void;
+  /** The envelope for a failure (midStreamError). */
+  errorBody(err: unknown): ErrorBody;
+}
+
+export interface StreamInit {
+  id: string;
+  created_at: number;
+  model: string;
+  echo: ResponseEcho;
+}
+
+const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+
+function failure(err: ErrorBody): { code: string; message: string } {
+  return { code: err.code ?? err.type ?? 'api_error', message: err.message };
+}
+
+/**
+ * State of one translated stream; each method returns the events to send, in
+ * order. A response has at most one reasoning item: it opens with the first
+ * reasoning text (or, without any, at the end), and its `output_item.done`
+ * waits for the end of the stream because providers send the signed blocks
+ * late: Gemini puts the thought signature on the chunk that carries
+ * finishReason, after the text (plugins/google/stream.ts). Its summary part is
+ * closed as soon as the answer starts, so clients see thinking end there.
+ */
+class ChatStreamTranslator {
+  private seq = 0;
+  private output: Item[] = [];
+  private next = 0;
+  private reasoning?: { index: number; id: string; parts: string[]; partOpen: boolean };
+  private details: ReasoningDetail[] = [];
+  private message?: { index: number; id: string; parts: Part[] };
+  private tools = new Map<number, { index: number; item: Item }>();
+  private finishReason: FinishReason | null = null;
+  private usage: ChatUsage | null = null;
+  private opened = { message: false, tool: false };
+
+  constructor(private init: StreamInit) {}
+
+  private ev(type: string, fields: Record<string, unknown>): ResponseEvent {
+    return { type, sequence_number: this.seq++, ...fields };
+  }
+
+  private shell(status: 'in_progress' | 'completed' | 'incomplete' | 'failed', extra: Partial<Parameters<typeof responseShell>[1]> = {}): ResponseObject {
+    return responseShell(this.init.echo, { id: this.init.id, created_at: this.init.created_at, model: this.init.model, status, output: [], usage: null, ...extra });
+  }
+
+  start(): ResponseEvent[] {
+    return [this.ev('response.created', { response: this.shell('in_progress') }), this.ev('response.in_progress', { response: this.shell('in_progress') })];
+  }
+
+  chunk(c: ChatChunk): ResponseEvent[] {
+    const out: ResponseEvent[] = [];
+    if (c.usage) this.usage = c.usage;
+    const choice = c.choices?.[0];
+    if (!choice) return out;
+    const d = choice.delta ?? {};
+    if (d.reasoning_details?.length) this.details.push(...d.reasoning_details);
+    if (d.reasoning_content) {
+      if (!this.reasoning) out.push(this.openReasoning());
+      const r = this.reasoning!;
+      if (!r.partOpen) {
+        r.partOpen = true;
+        r.parts.push('');
+        out.push(this.ev('response.reasoning_summary_part.added', { item_id: r.id, output_index: r.index, summary_index: r.parts.length - 1, part: { type: 'summary_text', text: '' } }));
+      }
+      r.parts[r.parts.length - 1] += d.reasoning_content;
+      out.push(this.ev('response.reasoning_summary_text.delta', { item_id: r.id, output_index: r.index, summary_index: r.parts.length - 1, delta: d.reasoning_content }));
+    }
+    if (d.content) out.push(...this.text('output_text', d.content));
+    if (d.refusal) out.push(...this.text('refusal', d.refusal));
+    if (d.tool_calls?.length) {
+      out.push(...this.closeSummaryPart());
+      if (this.message) out.push(...this.closeMessage('completed'));
+      for (const tc of d.tool_calls) {
+        let slot = this.tools.get(tc.index);
+        if (!slot) {
+          const item: Item = { id: newId('fc'), type: 'function_call', status: 'in_progress', arguments: '', call_id: tc.id || newId('call'), name: tc.function?.name ?? '' };
+          slot = { index: this.next++, item };
+          this.tools.set(tc.index, slot);
+          this.opened.tool = true;
+          out.push(this.ev('response.output_item.added', { output_index: slot.index, item: { ...item } }));
+        } else if (tc.function?.name && !slot.item.name) slot.item.name = tc.function.name;
+        const delta = tc.function?.arguments;
+        if (delta) {
+          slot.item.arguments += delta;
+          out.push(this.ev('response.function_call_arguments.delta', { item_id: slot.item.id, output_index: slot.index, delta }));
+        }
+      }
+    }
+    if (choice.finish_reason) this.finishReason = choice.finish_reason;
+    return out;
+  }
+
+  private openReasoning(): ResponseEvent {
+    const id = newId('rs');
+    this.reasoning = { index: this.next++, id, parts: [], partOpen: false };
+    return this.ev('response.output_item.added', { output_index: this.reasoning.index, item: { id, type: 'reasoning', summary: [] } });
+  }
+
+  private closeSummaryPart(): ResponseEvent[] {
+    const r = this.reasoning;
+    if (!r?.partOpen) return [];
+    r.partOpen = false;
+    const summary_index = r.parts.length - 1;
+    const text = r.parts[summary_index];
+    return [
+      this.ev('response.reasoning_summary_text.done', { item_id: r.id, output_index: r.index, summary_index, text }),
+      this.ev('response.reasoning_summary_part.done', { item_id: r.id, output_index: r.index, summary_index, part: { type: 'summary_text', text } }),
+    ];
+  }
+
+  private closeReasoning(): ResponseEvent[] {
+    const out = this.closeSummaryPart();
+    if (!this.reasoning && this.details.length) out.push(this.openReasoning());
+    const r = this.reasoning;
+    if (!r) return out;
+    this.reasoning = undefined;
+    const item = reasoningItem(r.parts, this.details, r.id);
+    this.output[r.index] = item;
+    out.push(this.ev('response.output_item.done', { output_index: r.index, item }));
+    return out;
+  }
+
+  /** Open the message item and a content part of this kind if needed; returns the part's index. */
+  private ensurePart(kind: 'output_text' | 'refusal', out: ResponseEvent[]): number {
+    out.push(...this.closeSummaryPart());
+    if (!this.message) {
+      const id = newId('msg');
+      this.message = { index: this.next++, id, parts: [] };
+      this.opened.message = true;
+      out.push(this.ev('response.output_item.added', { output_index: this.message.index, item: { id, type: 'message', status: 'in_progress', content: [], role: 'assistant' } }));
+    }
+    const m = this.message;
+    let ci = m.parts.length - 1;
+    if (ci < 0 || m.parts[ci].type !== kind) {
+      if (ci >= 0) out.push(...this.closePart(ci));
+      m.parts.push(kind === 'output_text' ? outputTextPart('') : { type: 'refusal', refusal: '' });
+      ci = m.parts.length - 1;
+      out.push(this.ev('response.content_part.added', { item_id: m.id, output_index: m.index, content_index: ci, part: { ...m.parts[ci] } }));
+    }
+    return ci;
+  }
+
+  private text(kind: 'output_text' | 'refusal', delta: string): ResponseEvent[] {
+    const out: ResponseEvent[] = [];
+    const ci = this.ensurePart(kind, out);
+    const m = this.message!;
+    const part = m.parts[ci];
+    if (kind === 'output_text') {
+      part.text += delta;
+      out.push(this.ev('response.output_text.delta', { item_id: m.id, output_index: m.index, content_index: ci, delta, logprobs: [] }));
+    } else {
+      part.refusal += delta;
+      out.push(this.ev('response.refusal.delta', { item_id: m.id, output_index: m.index, content_index: ci, delta }));
+    }
+    return out;
+  }
+
+  private closePart(ci: number): ResponseEvent[] {
+    const m = this.message!;
+    const part = m.parts[ci];
+    const base = { item_id: m.id, output_index: m.index, content_index: ci };
+    const done =
+      part.type === 'output_text'
+        ? this.ev('response.output_text.done', { ...base, text: part.text, logprobs: [] })
+        : this.ev('response.refusal.done', { ...base, refusal: part.refusal });
+    return [done, this.ev('response.content_part.done', { ...base, part: { ...part } })];
+  }
+
+  private closeMessage(status: 'completed' | 'incomplete'): ResponseEvent[] {
+    const m = this.message!;
+    const out = m.parts.length ? this.closePart(m.parts.length - 1) : [];
+    this.message = undefined;
+    const item: Item = { id: m.id, type: 'message', status, content: m.parts, role: 'assistant' };
+    this.output[m.index] = item;
+    out.push(this.ev('response.output_item.done', { output_index: m.index, item }));
+    return out;
+  }
+
+  /** Close every open item. Returns the closing events. */
+  end(): ResponseEvent[] {
+    const out: ResponseEvent[] = [];
+    const { status } = statusOf(this.finishReason);
+    // As the non-streamed mapping: a turn without text or tool calls still has a (empty) message.
+    if (!this.opened.message && !this.opened.tool) this.ensurePart('output_text', out);
+    out.push(...this.closeSummaryPart());
+    if (this.message) out.push(...this.closeMessage(status === 'incomplete' ? 'incomplete' : 'completed'));
+    for (const slot of [...this.tools.values()].sort((a, b) => a.index - b.index)) {
+      const item = { ...slot.item, status: 'completed' };
+      this.output[slot.index] = item;
+      out.push(this.ev('response.function_call_arguments.done', { item_id: item.id, output_index: slot.index, arguments: item.arguments }));
+      out.push(this.ev('response.output_item.done', { output_index: slot.index, item }));
+    }
+    this.tools.clear();
+    out.push(...this.closeReasoning());
+    return out;
+  }
+
+  final(): ResponseObject {
+    const { status, incomplete_details } = statusOf(this.finishReason);
+    return this.shell(status, { output: this.output.filter(Boolean), usage: usageFromChat(this.usage), incomplete_details });
+  }
+
+  terminal(response: ResponseObject): ResponseEvent {
+    return this.ev(response.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response });
+  }
+
+  failed(err: ErrorBody): { response: ResponseObject; events: (response: ResponseObject) => ResponseEvent[] } {
+    const response = this.shell('failed', { output: this.output.filter(Boolean), usage: this.usage ? usageFromChat(this.usage) : null, error: failure(err) });
+    return {
+      response,
+      events: (r) => [this.ev('error', { code: err.code, message: err.message, param: err.param }), this.ev('response.failed', { response: r })],
+    };
+  }
+}
+
+/** Chat IR chunks (already primed) to Responses events. */
+export async function* chatToResponseEvents(chunks: AsyncIterable<ChatChunk>, init: StreamInit, hooks: StreamHooks): AsyncGenerator<ResponseEvent> {
+  const tr = new ChatStreamTranslator(init);
+  yield* tr.start();
+  try {
+    for await (const c of chunks) yield* tr.chunk(c);
+  } catch (err) {
+    const f = tr.failed(hooks.errorBody(err));
+    hooks.fail(f.response);
+    yield* f.events(f.response);
+    return;
+  }
+  yield* tr.end();
+  const response = tr.final();
+  await hooks.finish(response);
+  yield tr.terminal(response);
+}
+
+export interface NativeInit {
+  /** The gateway's model id, patched into every `response`. */
+  model: string;
+  /** When the gateway expanded a stored conversation, the client's previous_response_id to echo. */
+  previousResponseId?: string | null;
+}
+
+/** Upstream Responses events (OpenAI family) passed through. */
+export async function* nativeResponseEvents(
+  events: AsyncIterable<{ event?: string; data: Record<string, unknown> }>,
+  init: NativeInit,
+  hooks: StreamHooks,
+): AsyncGenerator<ResponseEvent> {
+  let seq = -1;
+  let snapshot: Record<string, unknown> | undefined;
+  const done: Item[] = [];
+  let ended = false;
+  try {
+    for await (const { event, data } of events) {
+      if (typeof data.type !== 'string') data.type = event ?? 'message';
+      if (typeof data.sequence_number === 'number') seq = data.sequence_number;
+      else data.sequence_number = ++seq;
+      const r = data.response as Record<string, unknown> | undefined;
+      if (r && typeof r === 'object') {
+        r.model = init.model;
+        if (init.previousResponseId) r.previous_response_id = init.previousResponseId;
+        snapshot = r;
+      }
+      if (data.type === 'response.output_item.done' && typeof data.output_index === 'number') done[data.output_index] = data.item as Item;
+      if (TERMINAL.has(data.type as string) && r) {
+        ended = true;
+        fillUsage(r);
+        if (data.type === 'response.failed') hooks.fail(r as ResponseObject);
+        else await hooks.finish(r as ResponseObject);
+      }
+      yield data as ResponseEvent;
+      if (ended) return;
+    }
+    throw new TransportError('the provider ended the stream without a terminal event', 'EPREMATURE_END');
+  } catch (err) {
+    const e = hooks.errorBody(err);
+    const response = { ...(snapshot ?? {}), model: init.model, status: 'failed', error: failure(e), output: done.filter(Boolean) } as unknown as ResponseObject;
+    hooks.fail(response);
+    yield { type: 'error', sequence_number: ++seq, code: e.code, message: e.message, param: e.param };
+    yield { type: 'response.failed', sequence_number: ++seq, response };
+  }
+}
+
+/** Events to SSE frames: `event: <type>` plus the JSON (WIRE-FORMATS.md section 0). */
+export async function* responseFrames(events: AsyncIterable<ResponseEvent>): AsyncGenerator<string> {
+  for await (const e of events) yield sseFrame(JSON.stringify(e), e.type);
+}

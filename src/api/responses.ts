@@ -1,0 +1,255 @@
+// POST /v1/responses (spec 4.1), GET and DELETE /v1/responses/{id}.
+//
+// Per attempt of the fallback chain the target decides the path:
+// - a family whose provider plugin serves the Responses API natively
+//   (`responses` hook, and the family does not opt out through
+//   `families[f].native`) gets the same-API body: model patched, gateway-only
+//   fields removed, stored history expanded into `input`;
+// - any other family gets the request translated to the chat IR and run
+//   through the plugin's `chat`, and the result mapped back (responses-map.ts,
+//   responses-stream.ts).
+// `stop` has no equivalent in OpenAI's Responses API, so a request with `stop`
+// goes through the chat path on OpenAI targets too (the same model, via Chat
+// Completions), which honours it.
+//
+// Stored responses (store defaults to true, as on OpenAI) let a conversation
+// continue with `previous_response_id` on any provider: the gateway replays
+// the stored items itself, whatever family served the earlier turns.
+import type { RequestContext, ProviderPlugin } from '../plugin.js';
+import type { ChatChunk, ChatCompletion, ChatRequest } from '../types.js';
+import type { EndpointSpec } from '../server.js';
+import type { LoadedPipeline } from '../pipeline.js';
+import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
+import { validate } from '../validate.js';
+import { errors, GatewayError } from '../errors.js';
+import { sseFrame } from '../sse.js';
+import { servedModel, runFinalizers, midStreamError } from './common.js';
+import { ResponsesBody } from './responses-schema.js';
+import {
+  normalizeInput,
+  toChatRequest,
+  toNativeBody,
+  responseEcho,
+  fromChatCompletion,
+  fillUsage,
+  newId,
+  type Item,
+  type ResponsesRequest,
+  type ResponseObject,
+  type Where,
+} from './responses-map.js';
+import { chatToResponseEvents, nativeResponseEvents, responseFrames, type StreamHooks } from './responses-stream.js';
+import { fitContext } from './responses-truncate.js';
+import { openSqliteResponseStore, type ResponseStore } from '../store/responses.js';
+
+export function validateResponses(raw: unknown, ctx: RequestContext): Record<string, unknown> {
+  const body = validate(ResponsesBody, raw) as Record<string, unknown>;
+  if ((body.reasoning as { generate_summary?: unknown } | null | undefined)?.generate_summary != null)
+    ctx.debug.deprecations.push({ param: 'reasoning.generate_summary', message: "'reasoning.generate_summary' is deprecated: use 'reasoning.summary'." });
+  return body;
+}
+
+/** Does this plugin serve the Responses API natively for this family? */
+export function servesResponsesNatively(plugin: ProviderPlugin, family: string): boolean {
+  if (typeof plugin.responses !== 'function') return false;
+  const native = plugin.families[family]?.native;
+  return native ? native.includes('responses') : true;
+}
+
+/** The store of one gateway, opened on first use (so a gateway that never stores creates no file). */
+class StoreHolder {
+  private store?: ResponseStore;
+  get(ctx: RequestContext): ResponseStore {
+    if (this.store) return this.store;
+    try {
+      this.store = openSqliteResponseStore(ctx.config.storage.responses_db, ctx.config.dir);
+    } catch (err) {
+      ctx.logger.error({ err, path: ctx.config.storage.responses_db }, 'cannot open the responses store (storage.responses_db)');
+      throw new GatewayError(500, 'internal_server_error', 'The response store could not be opened; see the gateway log (storage.responses_db).', { code: 'store_unavailable' });
+    }
+    return this.store;
+  }
+  async close() {
+    const s = this.store;
+    this.store = undefined;
+    await s?.close();
+  }
+}
+
+const ownerOf = (ctx: RequestContext) => ctx.client?.name ?? '';
+
+const MAX_CHAIN = 10_000;
+
+/** The stored conversation behind `previous_response_id`: every turn's input and output items, oldest first. */
+async function loadHistory(store: ResponseStore, id: string, owner: string): Promise<Item[]> {
+  const turns: { input: Item[]; output: Item[] }[] = [];
+  const seen = new Set<string>();
+  let cur: string | null = id;
+  while (cur && !seen.has(cur) && turns.length < MAX_CHAIN) {
+    seen.add(cur);
+    const r = await store.get(cur, owner);
+    if (!r) {
+      if (cur === id) throw errors.notFound(`Previous response with id '${id}' not found.`, 'previous_response_id', 'previous_response_not_found');
+      break; // an earlier turn was deleted: the conversation starts after it
+    }
+    turns.push({ input: r.input as Item[], output: r.output as Item[] });
+    cur = r.previous_response_id;
+  }
+  const items: Item[] = [];
+  for (let i = turns.length - 1; i >= 0; i--) items.push(...turns[i].input, ...turns[i].output);
+  return items;
+}
+
+type Result =
+  | { kind: 'native-json'; body: Record<string, unknown> }
+  | { kind: 'native-stream'; events: AsyncGenerator<{ event?: string; data: Record<string, unknown> }> }
+  | { kind: 'chat-json'; body: ChatCompletion }
+  | { kind: 'chat-stream'; chunks: AsyncGenerator<ChatChunk> };
+
+async function createResponse(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, holder: StoreHolder): Promise<void> {
+  const body = ctx.body as ResponsesRequest;
+  const owner = ownerOf(ctx);
+  const wantsStore = body.store !== false;
+  const store = wantsStore || body.previous_response_id ? holder.get(ctx) : undefined;
+  const fresh = normalizeInput(body.input);
+  const history = body.previous_response_id ? await loadHistory(store!, body.previous_response_id, owner) : [];
+  const items = history.length ? [...history, ...fresh] : fresh;
+  // Error messages name the client's field: input[i] for this turn's items.
+  const origin = new Map<Item, number>(items.map((it, i) => [it, i]));
+  const whereIn =
+    (list: Item[]): Where =>
+    (i) => {
+      const at = origin.get(list[i]) ?? i;
+      return at < history.length ? 'previous_response_id' : `input[${at - history.length}]`;
+    };
+  const stream = !!body.stream;
+  const normalize = body.extra?.normalize !== false;
+  const echo = responseEcho(body);
+
+  const result = await runTargets<Result>(ctx, core, (p) => typeof p.chat === 'function' || typeof p.responses === 'function', async (attempt, plugin, base) => {
+    const model = attempt.target.model;
+    const native = servesResponsesNatively(plugin, attempt.provider.family) && body.stop == null;
+    if (!native && typeof plugin.chat !== 'function') {
+      if (body.stop != null) throw errors.invalid(`Invalid 'stop': the model '${model.id}' takes no stop sequences on the Responses API; remove 'stop'.`, 'stop', 'unsupported_parameter');
+      throw errors.unavailable(`The ${attempt.provider.family} family serves no Responses requests (its plugin has neither a native Responses API nor chat).`);
+    }
+    const fit = await fitContext(items, {
+      modelId: model.id,
+      contextWindow: model.context_window,
+      maxOutputTokens: body.max_output_tokens,
+      truncation: body.truncation ?? 'disabled',
+      exact: servesResponsesNatively(plugin, attempt.provider.family),
+      instructions: body.instructions,
+      tools: body.tools,
+    });
+    if (fit.note) base.note(fit.note);
+    if (native) {
+      const nb = toNativeBody(body, { upstreamModel: attempt.deployment.model, model, items: history.length || fit.changed ? fit.items : undefined, normalize });
+      nb.notes.forEach(base.note);
+      const request = pipeline.prepare(ctx, attempt, nb.body);
+      const out = await plugin.responses!({ ...base, request, stream });
+      if (out.kind === 'stream') return { kind: 'native-stream', events: await primeStream(out.events, attempt.provider.timeout_ms, base.signal) };
+      return { kind: 'native-json', body: out.body };
+    }
+    const { request, notes } = toChatRequest(body, fit.items, { model, stream, where: whereIn(fit.items) });
+    notes.forEach(base.note);
+    const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
+    const out = await plugin.chat!({ ...base, request: { ...prepared, model: attempt.deployment.model }, stream });
+    if (out.kind === 'stream') return { kind: 'chat-stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms, base.signal) };
+    return { kind: 'chat-json', body: out.body };
+  });
+
+  const model = servedModel(ctx);
+  const save = async (r: ResponseObject | Record<string, unknown>) => {
+    if (!store || !wantsStore || (r.status !== 'completed' && r.status !== 'incomplete')) return;
+    try {
+      await store.put({
+        id: String(r.id),
+        owner,
+        model,
+        created_at: Number(r.created_at) || Math.floor(Date.now() / 1000),
+        previous_response_id: body.previous_response_id ?? null,
+        input: fresh,
+        output: (r.output as Item[] | undefined) ?? [],
+        response: r,
+      });
+    } catch (err) {
+      // The client still gets its answer; a later previous_response_id to it will 404.
+      ctx.logger.error({ err, request_id: ctx.id }, 'storing the response failed');
+    }
+  };
+
+  if (result.kind === 'native-json' || result.kind === 'chat-json') {
+    let r: Record<string, unknown>;
+    if (result.kind === 'chat-json') r = fromChatCompletion(result.body, echo, model);
+    else {
+      r = result.body;
+      r.model = model;
+      if (history.length) r.previous_response_id = body.previous_response_id;
+      fillUsage(r);
+    }
+    await save(r);
+    runFinalizers(ctx, r);
+    ctx.outcome = { kind: 'json', body: r };
+    return;
+  }
+
+  const hooks: StreamHooks = {
+    finish: async (r) => {
+      await save(r);
+      runFinalizers(ctx, r);
+    },
+    fail: (r) => runFinalizers(ctx, r),
+    errorBody: midStreamError,
+  };
+  const events =
+    result.kind === 'native-stream'
+      ? nativeResponseEvents(result.events, { model, previousResponseId: history.length ? body.previous_response_id : null }, hooks)
+      : chatToResponseEvents(result.chunks, { id: newId('resp'), created_at: Math.floor(Date.now() / 1000), model, echo }, hooks);
+  ctx.outcome = {
+    kind: 'frames',
+    frames: responseFrames(events),
+    onError: (err) => sseFrame(JSON.stringify({ ...midStreamError(err), type: 'error' }), 'error'),
+  };
+}
+
+function notFound(id: string): GatewayError {
+  return errors.notFound(`Response with id '${id}' not found.`, null, 'response_not_found');
+}
+
+/** POST /v1/responses, GET and DELETE /v1/responses/:id, sharing one store. */
+export function responsesEndpoints(): EndpointSpec[] {
+  const holder = new StoreHolder();
+  const noBody = () => ({});
+  return [
+    {
+      endpoint: 'responses',
+      method: 'POST',
+      path: '/v1/responses',
+      validate: validateResponses,
+      terminal: (ctx, core, pipeline) => createResponse(ctx, core, pipeline, holder),
+      close: () => holder.close(),
+    },
+    {
+      endpoint: 'responses',
+      method: 'GET',
+      path: '/v1/responses/:id',
+      validate: noBody,
+      async terminal(ctx, _core, _pipeline, params) {
+        const r = await holder.get(ctx).get(params.id, ownerOf(ctx));
+        if (!r) throw notFound(params.id);
+        ctx.outcome = { kind: 'json', body: r.response };
+      },
+    },
+    {
+      endpoint: 'responses',
+      method: 'DELETE',
+      path: '/v1/responses/:id',
+      validate: noBody,
+      async terminal(ctx, _core, _pipeline, params) {
+        if (!(await holder.get(ctx).delete(params.id, ownerOf(ctx)))) throw notFound(params.id);
+        ctx.outcome = { kind: 'json', body: { id: params.id, object: 'response.deleted', deleted: true } };
+      },
+    },
+  ];
+}

@@ -1,0 +1,107 @@
+// Stored responses (`store: true`), for GET/DELETE /v1/responses/{id} and
+// `previous_response_id`. The interface is small and asynchronous so that
+// another backend (Redis, Postgres...) can replace the embedded one; the
+// built-in backend is SQLite through `node:sqlite` (built into Node 24: no
+// native addon), in WAL mode so that several worker processes can share one
+// file (https://www.sqlite.org/wal.html).
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { DatabaseSync, type StatementSync } from 'node:sqlite';
+
+/** One stored response: what it was asked (its own input items only) and what it answered. */
+export interface StoredResponse {
+  id: string;
+  /** The client key's name (`ctx.client.name`): responses are visible to that key only. */
+  owner: string;
+  /** The gateway model id that served it. */
+  model: string;
+  created_at: number;
+  previous_response_id: string | null;
+  /** This turn's input items (not the expanded history). */
+  input: Record<string, unknown>[];
+  output: Record<string, unknown>[];
+  /** The response object as returned to the client (without `debug`). */
+  response: Record<string, unknown>;
+}
+
+export interface ResponseStore {
+  put(r: StoredResponse): Promise<void>;
+  /** Undefined when the id is unknown or belongs to another owner. */
+  get(id: string, owner: string): Promise<StoredResponse | undefined>;
+  /** False when the id is unknown or belongs to another owner. */
+  delete(id: string, owner: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+interface Row {
+  id: string;
+  owner: string;
+  model: string;
+  created_at: number;
+  previous_response_id: string | null;
+  input: string;
+  output: string;
+  response: string;
+}
+
+/**
+ * Open (creating if needed) the SQLite store at `file`; `:memory:` keeps it in
+ * the process. A relative path is resolved against `baseDir` (the directory of
+ * gateway.yaml), and the directory is created.
+ */
+export function openSqliteResponseStore(file: string, baseDir = process.cwd()): ResponseStore {
+  const memory = file === ':memory:';
+  const where = memory ? file : path.resolve(baseDir, file);
+  if (!memory) mkdirSync(path.dirname(where), { recursive: true });
+  const db = new DatabaseSync(where);
+  if (!memory) {
+    db.exec('PRAGMA journal_mode = WAL');
+    db.exec('PRAGMA synchronous = NORMAL');
+  }
+  db.exec('PRAGMA busy_timeout = 5000');
+  db.exec(`CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    model TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    previous_response_id TEXT,
+    input TEXT NOT NULL,
+    output TEXT NOT NULL,
+    response TEXT NOT NULL
+  ) STRICT`);
+  const stmts: { put: StatementSync; get: StatementSync; del: StatementSync } = {
+    put: db.prepare(
+      'INSERT OR REPLACE INTO responses (id, owner, model, created_at, previous_response_id, input, output, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ),
+    get: db.prepare('SELECT * FROM responses WHERE id = ? AND owner = ?'),
+    del: db.prepare('DELETE FROM responses WHERE id = ? AND owner = ?'),
+  };
+  let open = true;
+  return {
+    async put(r) {
+      stmts.put.run(r.id, r.owner, r.model, r.created_at, r.previous_response_id, JSON.stringify(r.input), JSON.stringify(r.output), JSON.stringify(r.response));
+    },
+    async get(id, owner) {
+      const row = stmts.get.get(id, owner) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        id: row.id,
+        owner: row.owner,
+        model: row.model,
+        created_at: row.created_at,
+        previous_response_id: row.previous_response_id,
+        input: JSON.parse(row.input),
+        output: JSON.parse(row.output),
+        response: JSON.parse(row.response),
+      };
+    },
+    async delete(id, owner) {
+      return Number(stmts.del.run(id, owner).changes) > 0;
+    },
+    async close() {
+      if (!open) return;
+      open = false;
+      db.close();
+    },
+  };
+}
