@@ -434,6 +434,13 @@ t.test('cache_control: prefix -> one cachedContents create, reused by later requ
   t.ok(r2.usage.prompt_tokens_details.cached_tokens > 1000, 'cachedContentTokenCount -> cached_tokens');
   t.same(r2.debug.normalizations, []);
 
+  // A streamed request with the same prefix uses the same cache.
+  const streamed = await rawStream({ model: FLASH, messages: [{ role: 'system', content: manual, cache_control: { type: 'ephemeral', ttl: '300s' } }, { role: 'user', content: 'streamed question' }], tools: weather, stream: true, stream_options: { include_usage: true } });
+  t.equal(streamed.events.map((e) => e.choices?.[0]?.delta?.content ?? '').join(''), 'Echo: streamed question');
+  t.equal(lastGenerate().body.cachedContent, name);
+  t.ok(streamed.events.at(-1).usage.prompt_tokens_details.cached_tokens > 1000);
+  t.equal(gem.requests.filter((r) => r.path === '/v1beta/cachedContents').length, 1, 'still one create');
+
   // Google forgot the cache (deleted, expired early): answered uncached, then a new cache is made.
   gem.state.caches.clear();
   const r3: any = await ask('third question');
