@@ -483,7 +483,7 @@ export function plan(body: any, cache: StoredCache | undefined): Plan {
   return { thought, text, finish, words: Math.min(words.length, max ?? Infinity) };
 }
 
-function usage(body: any, cache: StoredCache | undefined, p: Plan, model: string, thinking: boolean): Record<string, unknown> {
+function usage(body: any, cache: StoredCache | undefined, p: Plan, thinking: boolean): Record<string, unknown> {
   const prompt = estimateTokens([field(body, 'contents'), field(body, 'systemInstruction'), field(body, 'tools')]) + (cache?.tokens ?? 0);
   const thoughts = thinking ? 24 : 0;
   const u: Record<string, unknown> = { promptTokenCount: prompt, candidatesTokenCount: p.words, totalTokenCount: prompt + p.words + thoughts, promptTokensDetails: [{ modality: 'TEXT', tokenCount: prompt }] };
@@ -492,7 +492,6 @@ function usage(body: any, cache: StoredCache | undefined, p: Plan, model: string
     u.cachedContentTokenCount = cache.tokens;
     u.cacheTokensDetails = [{ modality: 'TEXT', tokenCount: cache.tokens }];
   }
-  void model;
   return u;
 }
 
@@ -527,7 +526,7 @@ function candidateParts(p: Plan, model: string, state: MockState, i: number): an
 export function generateResponse(body: any, cache: StoredCache | undefined, model: string, state: MockState): any {
   const p = plan(body, cache);
   const g = field(body, 'generationConfig') ?? {};
-  const base = { usageMetadata: usage(body, cache, p, model, isThinking(model, g) && !p.blocked), modelVersion: model, responseId: rid() };
+  const base = { usageMetadata: usage(body, cache, p, isThinking(model, g) && !p.blocked), modelVersion: model, responseId: rid() };
   if (p.blocked)
     return { promptFeedback: { blockReason: p.blocked, safetyRatings: [{ category: 'HARM_CATEGORY_HARASSMENT', probability: 'HIGH', blocked: true }] }, ...base };
   if (p.finish === 'SAFETY')
