@@ -582,3 +582,29 @@ t.test('validation: every field named in a 400', async (t) => {
   const r: Any = await client.responses.create({ model: 'compat/llama', input: 'x', top_logprobs: 2, text: { verbosity: 'low' }, debug: ['normalizations'] } as Any);
   t.same(r.debug.normalizations.map((n: Any) => n.param).sort(), ['text.verbosity', 'top_logprobs']);
 });
+
+t.test('native streams are stored too; native_fields reach OpenAI; usage in the access log; file inputs only where they can go', async (t) => {
+  const events = await rawEvents({ model: 'openai/gpt-4.1-mini', input: 'streamed and stored', native_fields: { prompt_cache_key: 'pk-1' } });
+  t.equal(upstream(oai).prompt_cache_key, 'pk-1', 'native_fields merged at the top level');
+  t.notOk('native_fields' in upstream(oai));
+  const id = events.at(-1)!.data.response.id;
+  const got: Any = await client.responses.retrieve(id);
+  t.equal(got.output_text, 'Echo: streamed and stored');
+  t.equal(got.model, 'openai/gpt-4.1-mini');
+  const next: Any = await client.responses.create({ model: 'compat/llama', previous_response_id: id, input: 'next' });
+  t.equal(upstream(compat).messages[1].content, 'Echo: streamed and stored');
+  t.equal(next.previous_response_id, id);
+
+  await client.responses.create({ model: 'compat/llama', input: 'count me' }, { headers: { 'x-request-id': 'resp-usage-1', 'x-gateway-user-id': 'u-9' } });
+  await new Promise((r) => setTimeout(r, 50));
+  const line = gw.logs.find((l) => l.request_id === 'resp-usage-1');
+  t.match(line, { path: '/v1/responses', status: 200, model: 'compat/llama', provider: 'compat', user_id: 'u-9', usage: { input: Number, output: Number, total: Number } });
+
+  const file = { role: 'user', content: [{ type: 'input_image', file_id: 'file-abc' }] };
+  const e: Any = await client.responses.create({ model: 'compat/llama', input: [file] } as Any).catch((x) => x);
+  t.equal(e.status, 400);
+  t.equal(e.error.param, 'input[0].content[0].file_id');
+  t.match(e.error.message, /OpenAI-family model/);
+  await client.responses.create({ model: 'openai/gpt-4.1-mini', input: [file] } as Any);
+  t.same(upstream(oai).input, [file], 'native: OpenAI resolves its own file ids');
+});
