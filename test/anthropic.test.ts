@@ -605,3 +605,37 @@ t.test('no key in logs; provider key only in x-api-key', async (t) => {
   t.notOk(all.includes(ANTHROPIC_KEY), 'provider key never logged');
   t.notOk(all.includes(CLIENT_KEY), 'client key never logged');
 });
+
+t.test('stream: several signed thinking blocks reach an SDK stream-helper user whole', async (t) => {
+  const { anthropicChunks } = await import('../plugins/anthropic/stream.js');
+  const ev = (type: string, body: object) => ({ event: type, data: JSON.stringify({ type, ...body }) });
+  const events = [
+    ev('message_start', { message: { id: 'msg_1', model: 'claude-sonnet-4-5', usage: { input_tokens: 5, output_tokens: 1 } } }),
+    ev('content_block_start', { index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } }),
+    ev('content_block_delta', { index: 0, delta: { type: 'thinking_delta', thinking: 'first' } }),
+    ev('content_block_delta', { index: 0, delta: { type: 'signature_delta', signature: 'sig-1' } }),
+    ev('content_block_stop', { index: 0 }),
+    ev('content_block_start', { index: 1, content_block: { type: 'redacted_thinking', data: 'opaque' } }),
+    ev('content_block_stop', { index: 1 }),
+    ev('content_block_start', { index: 2, content_block: { type: 'thinking', thinking: '', signature: '' } }),
+    ev('content_block_delta', { index: 2, delta: { type: 'thinking_delta', thinking: 'second' } }),
+    ev('content_block_delta', { index: 2, delta: { type: 'signature_delta', signature: 'sig-2' } }),
+    ev('content_block_stop', { index: 2 }),
+    ev('content_block_start', { index: 3, content_block: { type: 'text', text: '' } }),
+    ev('content_block_delta', { index: 3, delta: { type: 'text_delta', text: 'answer' } }),
+    ev('content_block_stop', { index: 3 }),
+    ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 9 } }),
+    ev('message_stop', {}),
+  ];
+  const chunks: any[] = [];
+  for await (const c of anthropicChunks((async function* () { yield* events; })(), { includeUsage: false })) chunks.push(c);
+  const withDetails = chunks.filter((c) => c.choices[0]?.delta?.reasoning_details);
+  t.equal(withDetails.length, 1, 'one reasoning_details delta, so Object.assign merging keeps them all');
+  t.same(withDetails[0].choices[0].delta.reasoning_details, [
+    { type: 'thinking', thinking: 'first', signature: 'sig-1' },
+    { type: 'redacted_thinking', data: 'opaque' },
+    { type: 'thinking', thinking: 'second', signature: 'sig-2' },
+  ]);
+  t.equal(withDetails[0].choices[0].finish_reason, 'stop', 'carried by the finish chunk');
+  t.equal(chunks.map((c) => c.choices[0]?.delta?.reasoning_content ?? '').join(''), 'firstsecond');
+});

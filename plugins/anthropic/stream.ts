@@ -32,6 +32,10 @@ export async function* anthropicChunks(events: AsyncIterable<SSEEvent>, plan: Re
   let tools = 0;
   let answered = false;
   let started = false;
+  // Signed blocks, in order, sent once with the finish chunk: the openai SDK's
+  // stream helper merges deltas with Object.assign, so several
+  // reasoning_details deltas would leave a client holding only the last block.
+  const details: { type: string; [k: string]: unknown }[] = [];
   const chunk = (delta: ChunkDelta, finish: FinishReason | null = null): ChatChunk => ({
     id,
     object: 'chat.completion.chunk',
@@ -75,7 +79,7 @@ export async function* anthropicChunks(events: AsyncIterable<SSEEvent>, plan: Re
           if (cb.thinking) yield chunk({ reasoning_content: cb.thinking });
         } else if (cb.type === 'redacted_thinking') {
           blocks.set(e.index, { kind: 'other' });
-          yield chunk({ reasoning_details: [{ type: 'redacted_thinking', data: cb.data }] });
+          details.push({ type: 'redacted_thinking', data: cb.data });
         } else blocks.set(e.index, { kind: 'other' }); // server tool blocks: Anthropic runs them itself
         break;
       }
@@ -105,7 +109,7 @@ export async function* anthropicChunks(events: AsyncIterable<SSEEvent>, plan: Re
         blocks.delete(e.index);
         if (b?.kind === 'thinking') {
           // The signed block, whole, so the client can send it back on the next turn.
-          yield chunk({ reasoning_details: [{ type: 'thinking', thinking: b.text, signature: b.signature }] });
+          details.push({ type: 'thinking', thinking: b.text, signature: b.signature });
         } else if ((b?.kind === 'tool' || b?.kind === 'answer') && b.args === '') {
           // No input_json_delta (or only ""): a tool without arguments means {} (recorded: anthropic-tool-no-args).
           const input = b.input && typeof b.input === 'object' ? JSON.stringify(b.input) : '{}';
@@ -116,7 +120,7 @@ export async function* anthropicChunks(events: AsyncIterable<SSEEvent>, plan: Re
       }
       case 'message_delta':
         overlay(usage, e.usage);
-        yield chunk({}, finishReason(e.delta?.stop_reason, answered && tools === 0));
+        yield chunk(details.length ? { reasoning_details: details.splice(0) } : {}, finishReason(e.delta?.stop_reason, answered && tools === 0));
         break;
       case 'message_stop':
         if (plan.includeUsage) yield { id, object: 'chat.completion.chunk', created, model, choices: [], usage: mapUsage(usage) };
