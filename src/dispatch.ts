@@ -150,6 +150,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         core.health.success(target.model.id, deployment, region);
         ctx.log.provider = provider.name;
         ctx.log.served_model = target.model.id;
+        ctx.log.upstream_model = deployment.model;
         // The attempt's controller stays tied to the client for the life of the stream.
         return result;
       } catch (err) {

@@ -119,3 +119,16 @@ t.test('the shipped catalog lists every family in /v1/models', async (t) => {
   const ids = list.data.map((m) => m.id);
   for (const id of ['openai/gpt-4.1-mini', 'openai/gpt-5-mini', 'openai/gpt-image-1', 'anthropic/claude-sonnet-4-5', 'google/gemini-2.5-flash', 'google/gemini-2.5-flash-image']) t.ok(ids.includes(id), id);
 });
+
+t.test('every family answers with string system_fingerprint and service_tier (spec 2.3)', async (t) => {
+  for (const model of MODELS) {
+    const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] });
+    t.match(r.system_fingerprint, /^\S+$/, `${model} fingerprint`);
+    t.type(r.service_tier, 'string', `${model} tier`);
+    const s = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], stream: true });
+    for await (const c of s) {
+      t.type(c.system_fingerprint, 'string');
+      t.type(c.service_tier, 'string');
+    }
+  }
+});

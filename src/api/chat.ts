@@ -6,6 +6,7 @@ import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import type { LoadedPipeline } from '../pipeline.js';
 import { validate } from '../validate.js';
 import { ChatBody } from './chat-schema.js';
+import { createHash } from 'node:crypto';
 import { sseFrame } from '../sse.js';
 import { withoutExtensions, servedModel, runFinalizers, midStreamError } from './common.js';
 
@@ -32,6 +33,7 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
   const request = withoutExtensions(ctx.body) as unknown as ChatRequest;
   const result = await dispatchChat(ctx, core, pipeline, request);
   const model = servedModel(ctx);
+  const backend = backendFields(ctx, model);
   const decorate = (final: Record<string, unknown>) => {
     final.extra = { ...(final.extra as object | undefined), routing: { attempts: ctx.attempts } };
     runFinalizers(ctx, final);
@@ -39,13 +41,14 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
   if (result.kind === 'json') {
     const body = result.body as unknown as Record<string, unknown>;
     body.model = model;
+    fillBackend(body, backend);
     decorate(body);
     ctx.outcome = { kind: 'json', body };
     return;
   }
   ctx.outcome = {
     kind: 'frames',
-    frames: chatFrames(result.chunks, model, decorate),
+    frames: chatFrames(result.chunks, model, backend, decorate),
     onError: (err) => sseFrame(JSON.stringify({ error: midStreamError(err) })),
   };
 }
@@ -55,11 +58,12 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
  * (finish_reason, usage) are held back one step so that the very last one can
  * carry `extra.routing` and `debug` before `[DONE]`.
  */
-async function* chatFrames(chunks: AsyncIterable<ChatChunk>, model: string, decorate: (c: Record<string, unknown>) => void): AsyncGenerator<string> {
+async function* chatFrames(chunks: AsyncIterable<ChatChunk>, model: string, backend: Backend, decorate: (c: Record<string, unknown>) => void): AsyncGenerator<string> {
   let held: ChatChunk | undefined;
   let template: ChatChunk | undefined;
   for await (const chunk of chunks) {
     chunk.model = model;
+    fillBackend(chunk as unknown as Record<string, unknown>, backend);
     template ??= chunk;
     const isTail = chunk.choices.length === 0 || chunk.choices.some((c) => c.finish_reason);
     if (held) {
@@ -74,9 +78,32 @@ async function* chatFrames(chunks: AsyncIterable<ChatChunk>, model: string, deco
     object: 'chat.completion.chunk',
     created: template?.created ?? Math.floor(Date.now() / 1000),
     model,
+    system_fingerprint: backend.system_fingerprint,
+    service_tier: backend.service_tier,
     choices: [],
   };
   decorate(last as unknown as Record<string, unknown>);
   yield sseFrame(JSON.stringify(last));
   yield 'data: [DONE]\n\n';
+}
+
+interface Backend {
+  system_fingerprint: string;
+  service_tier: string;
+}
+
+/**
+ * Spec 2.3 types `system_fingerprint` and `service_tier` as strings. Providers
+ * that report them (OpenAI) are passed through; for the others the gateway
+ * gives a fingerprint of the backend that served (provider + upstream model)
+ * and the default tier.
+ */
+function backendFields(ctx: RequestContext, model: string): Backend {
+  const served = `${ctx.log.provider ?? ''}|${model}|${ctx.log.upstream_model ?? ''}`;
+  return { system_fingerprint: 'fp_' + createHash('sha256').update(served).digest('hex').slice(0, 10), service_tier: 'default' };
+}
+
+function fillBackend(o: Record<string, unknown>, b: Backend): void {
+  if (typeof o.system_fingerprint !== 'string' || !o.system_fingerprint) o.system_fingerprint = b.system_fingerprint;
+  if (typeof o.service_tier !== 'string' || !o.service_tier) o.service_tier = b.service_tier;
 }
