@@ -608,3 +608,21 @@ t.test('native streams are stored too; native_fields reach OpenAI; usage in the 
   await client.responses.create({ model: 'openai/gpt-4.1-mini', input: [file] } as Any);
   t.same(upstream(oai).input, [file], 'native: OpenAI resolves its own file ids');
 });
+
+t.test('incomplete: the output limit gives status incomplete and a response.incomplete terminal event', async (t) => {
+  const g: Any = await client.responses.create({ model: 'google/gemini-2.5-flash', input: 'one two three four five six', max_output_tokens: 2 });
+  t.match(g, { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
+  t.equal(g.output.find((o: Any) => o.type === 'message').status, 'incomplete');
+  const ev = await rawEvents({ model: 'google/gemini-2.5-flash', input: 'one two three four five six', max_output_tokens: 2 });
+  checkSequence(t, ev);
+  t.equal(ev.at(-1)!.data.type, 'response.incomplete');
+  t.match(ev.at(-1)!.data.response, { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
+
+  const long = 'many words '.repeat(20);
+  const n: Any = await client.responses.create({ model: 'openai/gpt-4.1-mini', input: long, max_output_tokens: 16 });
+  t.match(n, { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } });
+  const nev = await rawEvents({ model: 'openai/gpt-4.1-mini', input: long, max_output_tokens: 16 });
+  t.equal(nev.at(-1)!.data.type, 'response.incomplete', 'native terminal event passed through');
+  const kept: Any = await client.responses.retrieve(nev.at(-1)!.data.response.id);
+  t.equal(kept.status, 'incomplete', 'incomplete responses are stored');
+});

@@ -247,7 +247,7 @@ class ChatStreamTranslator {
   }
 
   failed(err: ErrorBody): { response: ResponseObject; events: (response: ResponseObject) => ResponseEvent[] } {
-    const response = this.shell('failed', { output: this.output.filter(Boolean), usage: this.usage ? usageFromChat(this.usage) : null, error: failure(err) });
+    const response = this.shell('failed', { output: this.output.filter(Boolean), usage: usageFromChat(this.usage), error: failure(err) });
     return {
       response,
       events: (r) => [this.ev('error', { code: err.code, message: err.message, param: err.param }), this.ev('response.failed', { response: r })],
