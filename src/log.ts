@@ -20,9 +20,51 @@ export const REDACT_PATHS = [
   'key',
 ];
 
+/**
+ * Standard output for the logger, written asynchronously (sonic-boom hands
+ * each write to libuv's thread pool) and batched: lines are held until 4 KiB
+ * are waiting or 50 ms have passed since the first of them. Every write is a
+ * round trip to a pool thread and back; one per request line cost ~15% of the
+ * gateway's throughput on the benchmark machine (BENCHMARKS.md). A quiet
+ * gateway still shows each line within 50 ms, `logger.flush()` writes at once,
+ * and held lines are written synchronously when the process exits.
+ */
+export function batchedStdout(fd = 1, maxDelayMs = 50, batchBytes = 4096): DestinationStream & { flush(cb?: (err?: Error) => void): void; flushSync(): void } {
+  const boom = pino.destination({ fd, sync: false });
+  let held = '';
+  let timer: NodeJS.Timeout | undefined;
+  const release = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    if (held) {
+      boom.write(held);
+      held = '';
+    }
+  };
+  // Before pino's own exit hook flushes the sonic-boom synchronously.
+  process.prependListener('exit', release);
+  return {
+    write(line: string) {
+      held += line;
+      if (held.length >= batchBytes) release();
+      else if (!timer) {
+        timer = setTimeout(release, maxDelayMs);
+        timer.unref();
+      }
+    },
+    flush(cb?: (err?: Error) => void) {
+      release();
+      boom.flush(cb);
+    },
+    flushSync() {
+      release();
+      boom.flushSync();
+    },
+  };
+}
+
 export function createLogger(level: string, dest?: DestinationStream): Logger {
-  // Asynchronous writes without a minimum batch: a quiet gateway still shows its lines at once.
-  const stream = dest ?? pino.destination({ fd: 1, sync: false });
+  const stream = dest ?? batchedStdout();
   return pino(
     {
       level,

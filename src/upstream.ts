@@ -8,7 +8,9 @@
 // leak the client's key upstream.
 //
 // The Transport interface is small on purpose so that a faster transport can
-// be offered behind it (issue 6) without touching the providers.
+// be offered behind it (issue 6) without touching the providers: `server.transport:
+// http` in gateway.yaml selects createHttpTransport() below, a plain node:http
+// request on the same keep-alive agents (BENCHMARKS.md has the numbers).
 import { EventEmitter } from 'node:events';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ClientRequest } from 'node:http';
 import https from 'node:https';
@@ -57,8 +59,36 @@ interface Pending {
 }
 const kPending = Symbol('pending');
 
-export function createProxyTransport(): Transport {
+/** Which transport `server.transport` names. */
+export type TransportKind = 'proxy' | 'http';
+
+export function createTransport(kind: TransportKind = 'proxy'): Transport {
+  return kind === 'http' ? createHttpTransport() : createProxyTransport();
+}
+
+/** One keep-alive agent per provider (pool) and scheme. */
+function createAgents() {
   const agents = new Map<string, http.Agent>();
+  return {
+    get(pool: string, isHttps: boolean, maxSockets: number): http.Agent {
+      const key = `${isHttps ? 's' : ''}:${pool}`;
+      let a = agents.get(key);
+      if (!a) {
+        const opts = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 256), scheduling: 'lifo' as const };
+        a = isHttps ? new https.Agent(opts) : new http.Agent(opts);
+        agents.set(key, a);
+      }
+      return a;
+    },
+    close() {
+      for (const a of agents.values()) a.destroy();
+      agents.clear();
+    },
+  };
+}
+
+export function createProxyTransport(): Transport {
+  const agents = createAgents();
   const proxy = createProxyServer({});
   // Route the proxy's server-level events back to the call that caused them.
   proxy.on('proxyReq', (proxyReq: ClientRequest, req: unknown) => {
@@ -71,17 +101,6 @@ export function createProxyTransport(): Transport {
   // Errors without a per-call callback (econnreset after abort) are expected.
   proxy.on('error', () => {});
   proxy.on('econnreset', () => {});
-
-  function agentFor(pool: string, isHttps: boolean, maxSockets: number): http.Agent {
-    const key = `${isHttps ? 's' : ''}:${pool}`;
-    let a = agents.get(key);
-    if (!a) {
-      const opts = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 256), scheduling: 'lifo' as const };
-      a = isHttps ? new https.Agent(opts) : new http.Agent(opts);
-      agents.set(key, a);
-    }
-    return a;
-  }
 
   return {
     request(r: UpstreamRequest): Promise<UpstreamResponse> {
@@ -141,7 +160,7 @@ export function createProxyTransport(): Transport {
           target: target.href,
           ignorePath: true,
           selfHandleResponse: true,
-          agent: agentFor(r.pool, isHttps, r.maxSockets ?? 256),
+          agent: agents.get(r.pool, isHttps, r.maxSockets ?? 256),
           buffer: body ? Readable.from([body]) : Readable.from([]),
         } as never, (err: Error) => {
           const code = (err as NodeJS.ErrnoException).code ?? 'EUPSTREAM';
@@ -150,24 +169,137 @@ export function createProxyTransport(): Transport {
       });
     },
     close() {
-      for (const a of agents.values()) a.destroy();
-      agents.clear();
+      agents.close();
       proxy.close();
     },
   };
 }
 
-/** Read a whole (small, non-streaming) upstream body. */
-export async function readBody(res: IncomingMessage, limit = 64 * 1024 * 1024): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of res) {
-    size += (c as Buffer).length;
-    if (size > limit) {
-      res.destroy();
-      throw new TransportError('upstream body too large', 'EBODYTOOLARGE');
+/**
+ * The same contract on a plain node:http / node:https request with the same
+ * keep-alive agents. It does per call only what a gateway needs (the provider
+ * plugin's headers, the body in one write with the headers, the first-byte
+ * deadline, abort), without http-proxy-3's synthetic request/response pair,
+ * body stream and event routing. Headers come only from the plugin, never from
+ * the client, exactly as in the proxy transport.
+ */
+export function createHttpTransport(): Transport {
+  const agents = createAgents();
+  // Parsed upstream URLs: a provider calls a handful of URLs, and new URL() is not free.
+  const targets = new Map<string, { isHttps: boolean; hostname: string; port: string; path: string; host: string }>();
+  const targetOf = (url: string) => {
+    let t = targets.get(url);
+    if (!t) {
+      const u = new URL(url);
+      t = { isHttps: u.protocol === 'https:', hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port, path: u.pathname + u.search, host: u.host };
+      if (targets.size > 1000) targets.clear();
+      targets.set(url, t);
     }
-    chunks.push(c as Buffer);
-  }
-  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    return t;
+  };
+
+  return {
+    request(r: UpstreamRequest): Promise<UpstreamResponse> {
+      return new Promise<UpstreamResponse>((resolve, reject) => {
+        if (r.signal.aborted) return reject(new TransportError('aborted before sending', 'ABORTED'));
+        const target = targetOf(r.url);
+        const body = r.body === undefined ? undefined : Buffer.isBuffer(r.body) ? r.body : Buffer.from(r.body);
+        const headers: Record<string, string> = { ...r.headers, host: target.host };
+        if (body) headers['content-length'] = String(body.length);
+        else if (r.method !== 'GET') headers['content-length'] = '0';
+
+        let settled = false;
+        const finish = (err: Error | null, res?: IncomingMessage) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          r.signal.removeEventListener('abort', onAbort);
+          if (err) {
+            req.destroy();
+            reject(err);
+            return;
+          }
+          const upstream = res!;
+          // After the headers, an abort still has to tear the stream down.
+          const onLateAbort = () => upstream.destroy(new TransportError('aborted', 'ABORTED'));
+          r.signal.addEventListener('abort', onLateAbort, { once: true });
+          upstream.once('close', () => r.signal.removeEventListener('abort', onLateAbort));
+          resolve({ status: upstream.statusCode ?? 502, headers: upstream.headers, body: upstream });
+        };
+        const onAbort = () => finish(new TransportError('request aborted', 'ABORTED'));
+        r.signal.addEventListener('abort', onAbort, { once: true });
+        const timer = setTimeout(
+          () => finish(new TransportError(`no response within ${r.firstByteTimeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE')),
+          r.firstByteTimeoutMs,
+        );
+
+        const req = (target.isHttps ? https : http).request(
+          {
+            hostname: target.hostname,
+            port: target.port || undefined,
+            path: target.path,
+            method: r.method ?? 'POST',
+            headers,
+            agent: agents.get(r.pool, target.isHttps, r.maxSockets ?? 256),
+          },
+          (res) => finish(null, res),
+        );
+        // Errors after the response headers belong to the body stream (the
+        // provider sees them while reading); this listener keeps a late one
+        // from becoming an uncaught exception.
+        req.on('error', (err: NodeJS.ErrnoException) => {
+          const code = err.code ?? 'EUPSTREAM';
+          finish(new TransportError(`${code}: ${err.message}`, code));
+        });
+        // Headers and body leave in one write.
+        req.end(body);
+      });
+    },
+    close() {
+      agents.close();
+    },
+  };
+}
+
+/** Read a whole (small, non-streaming) upstream body. */
+export function readBody(res: IncomingMessage, limit = 64 * 1024 * 1024): Promise<Buffer> {
+  // Plain 'data'/'end' listeners: `for await` over the stream builds an async
+  // iterator and a promise per chunk, a measurable share of a small call (BENCHMARKS.md).
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      res.off('data', onData);
+      res.off('end', onEnd);
+      res.off('error', onError);
+      res.off('close', onClose);
+    };
+    const onData = (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        cleanup();
+        res.destroy();
+        reject(new TransportError('upstream body too large', 'EBODYTOOLARGE'));
+        return;
+      }
+      chunks.push(c);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    // Destroyed before 'end' (abort, socket closed mid-body): the same error `for await` gives.
+    const onClose = () => {
+      cleanup();
+      reject(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    };
+    res.on('data', onData);
+    res.once('end', onEnd);
+    res.once('error', onError);
+    res.once('close', onClose);
+  });
 }
