@@ -109,6 +109,31 @@ models:
   t.same(mock.requests.at(-1)!.body.messages.map((m: Any) => m.content), ['remember me', 'Echo: remember me', 'and now?']);
 });
 
+t.test('ownership: env keys by digest (reordering GATEWAY_API_KEYS changes nothing), file keys by name', async (t) => {
+  const file = path.join(dir, 'own', 'responses.sqlite');
+  const mock = await startOpenAIMock();
+  t.teardown(() => mock.close());
+  const yaml = `
+providers:
+  - { name: compat, family: openai-compatible, base_url: "${mock.url}/v1", api_key: ${OPENAI_KEY}, timeout_ms: 2000, retries: 0 }
+storage: { responses_db: "${file}" }
+models:
+  - id: compat/gpt
+    deployments: [{ provider: compat, model: gpt-4.1-mini }]
+`;
+  const gw1 = await startGateway(yaml, { GATEWAY_API_KEYS: 'key-a-1111111111,key-b-2222222222' });
+  const a1 = new OpenAI({ apiKey: 'key-a-1111111111', baseURL: gw1.baseURL, maxRetries: 0 });
+  const r: Any = await a1.responses.create({ model: 'compat/gpt', input: 'mine' });
+  await gw1.close();
+  const gw2 = await startGateway(yaml, { GATEWAY_API_KEYS: 'key-b-2222222222,key-a-1111111111' });
+  t.teardown(() => gw2.close());
+  const a2 = new OpenAI({ apiKey: 'key-a-1111111111', baseURL: gw2.baseURL, maxRetries: 0 });
+  const b2 = new OpenAI({ apiKey: 'key-b-2222222222', baseURL: gw2.baseURL, maxRetries: 0 });
+  t.equal((await a2.responses.retrieve(r.id)).id, r.id, 'still the owner after reordering');
+  const e: Any = await b2.responses.retrieve(r.id).catch((e) => e);
+  t.equal(e.status, 404, 'the other key, now env-1, does not inherit it');
+});
+
 const model = (caps: Record<string, unknown> = {}, id = 'x/model'): ModelConfig => ({ id, capabilities: caps } as unknown as ModelConfig);
 const where = (i: number) => `input[${i}]`;
 

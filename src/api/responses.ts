@@ -76,7 +76,11 @@ class StoreHolder {
   }
 }
 
-const ownerOf = (ctx: RequestContext) => ctx.client?.name ?? '';
+// Owner: a gateway.yaml key by its name (its secret can be rotated and keep its
+// responses); a GATEWAY_API_KEYS key by its SHA-256, since its positional name
+// (env-1, env-2…) would change hands if the variable were reordered.
+const ownerOf = (ctx: RequestContext) =>
+  !ctx.client ? '' : ctx.client.source === 'file' ? `key:${ctx.client.name}` : `sha256:${ctx.client.hash.toString('hex')}`;
 
 const MAX_CHAIN = 10_000;
 

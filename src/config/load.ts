@@ -43,6 +43,8 @@ export interface FamilyDefaults {
 export interface ClientKey {
   name: string;
   hash: Buffer;
+  /** `file`: a named key from gateway.yaml; `env`: from GATEWAY_API_KEYS (named by position). */
+  source: 'file' | 'env';
   models?: string[];
   endpoints?: string[];
 }
@@ -176,11 +178,12 @@ function resolve(
   const keys: ClientKey[] = raw.keys.map((k: KeyConfig) => ({
     name: k.name,
     hash: Buffer.from(k.sha256.toLowerCase(), 'hex'),
+    source: 'file' as const,
     models: k.models,
     endpoints: k.endpoints,
   }));
   const envKeys = (env.GATEWAY_API_KEYS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  envKeys.forEach((k, i) => keys.push({ name: `env-${i + 1}`, hash: Buffer.from(sha256Hex(k), 'hex') }));
+  envKeys.forEach((k, i) => keys.push({ name: `env-${i + 1}`, hash: Buffer.from(sha256Hex(k), 'hex'), source: 'env' }));
 
   const port = env.PORT !== undefined && env.PORT !== '' ? Number(env.PORT) : raw.server.port;
   if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push({ path: 'PORT', message: `PORT must be an integer from 0 to 65535, got "${env.PORT}"` });

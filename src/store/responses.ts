@@ -11,7 +11,7 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite';
 /** One stored response: what it was asked (its own input items only) and what it answered. */
 export interface StoredResponse {
   id: string;
-  /** The client key's name (`ctx.client.name`): responses are visible to that key only. */
+  /** The SHA-256 (hex) of the client key: responses are visible to that key only. */
   owner: string;
   /** The gateway model id that served it. */
   model: string;
