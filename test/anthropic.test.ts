@@ -538,7 +538,7 @@ t.test('message shaping: merged turns, hoisted system, assistant-first chats, na
   t.equal(bad.error.param, 'messages[1].tool_calls[0].function.arguments');
 });
 
-t.test('unsupported fields are stripped with notes; temperature above 1 is overridden; n > 1 is refused', async (t) => {
+t.test('unsupported fields are stripped with notes; temperature above 1 is overridden; n > 1 fans out', async (t) => {
   const r = await create({
     model: SONNET,
     messages: [{ role: 'user', content: 'x' }],
@@ -565,9 +565,17 @@ t.test('unsupported fields are stripped with notes; temperature above 1 is overr
   for (const f of ['seed', 'frequency_penalty', 'presence_penalty', 'logit_bias', 'logprobs', 'top_logprobs', 'store', 'service_tier', 'metadata', 'some_future_field']) t.equal(byParam[f]?.action, 'strip', `${f} noted`);
   t.equal(r.choices[0].logprobs, null);
 
-  const n = await create({ model: SONNET, messages: [{ role: 'user', content: 'x' }], n: 2 }).catch((e) => e);
-  t.equal(n.status, 400);
-  t.same(n.error, { message: "The anthropic provider family does not support 'n' greater than 1: send one request per choice.", type: 'invalid_request_error', param: 'n', code: 'unsupported_parameter' });
+  // Anthropic has no n: the gateway sends n requests and merges their choices.
+  const before = anth.requests.length;
+  const n: Any = await create({ model: SONNET, messages: [{ role: 'user', content: 'say two things' }], n: 3, debug: ['normalizations'] });
+  t.equal(anth.requests.length - before, 3, 'three upstream requests');
+  t.ok(anth.requests.slice(before).every((r: Any) => !('n' in r.body)), 'none carries n');
+  t.same(n.choices.map((c: Any) => c.index), [0, 1, 2], 'unique indexes');
+  t.ok(n.choices.every((c: Any) => typeof c.message.content === 'string' && c.finish_reason === 'stop'));
+  const one: Any = await create({ model: SONNET, messages: [{ role: 'user', content: 'say two things' }] });
+  t.equal(n.usage.prompt_tokens, 3 * one.usage.prompt_tokens, 'usage summed over the requests');
+  t.match(n.debug.normalizations.filter((x: Any) => x.param === 'n'), [{ action: 'override', before: 3, after: 1 }]);
+  t.equal(n.debug.normalizations.filter((x: Any) => x.param === 'max_tokens').length, 1, "the copies' notes recorded once");
 });
 
 t.test('web_search (from the Responses ingress) becomes Anthropic\'s hosted web search tool', async (t) => {

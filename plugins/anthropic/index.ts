@@ -3,7 +3,7 @@
 // Chat requests are translated from the IR (request.ts) and the answers back
 // (response.ts, stream.ts); errors keep their HTTP status (errors.ts).
 import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../src/plugin.js';
-import type { ChatRequest } from '../../src/types.js';
+import type { ChatRequest, ChatCompletion } from '../../src/types.js';
 import { upstreamJson, upstreamEvents, joinUrl } from '../../src/provider.js';
 import { toAnthropic } from './request.js';
 import { fromAnthropic } from './response.js';
@@ -27,6 +27,39 @@ export function messagesUrl(base: string): string {
   return joinUrl(base.replace(/\/v1\/?$/, ''), '/v1/messages');
 }
 
+/**
+ * Anthropic has no `n`: make n requests at once and merge their choices
+ * (indexes 0..n-1, usage summed, since each request pays its prompt). The
+ * chat validator already refuses n > 1 with `stream`. One failure fails the
+ * attempt, and the dispatcher's abort cancels the others.
+ */
+async function fanOut(call: ProviderCall<ChatRequest>, n: number): Promise<ChatCompletion> {
+  const one: ChatRequest = { ...call.request, n: undefined };
+  const results = await Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      // Every copy makes the same notes: record the first copy's only.
+      const { body, plan } = toAnthropic(one, call.model, i === 0 ? call.note : () => {}, false);
+      const url = messagesUrl(call.provider.base_url);
+      return fromAnthropic(await upstreamJson<MessagesResponse>(call, { url, headers: headers(call), body, mapError: anthropicError }), plan);
+    }),
+  );
+  call.note({ param: 'n', action: 'override', before: n, after: 1, reason: `Anthropic has no 'n': the gateway sent ${n} requests and merged their choices` });
+  const merged = results[0];
+  merged.choices = results.map((r, i) => ({ ...r.choices[0], index: i }));
+  const u = results.map((r) => r.usage!).filter(Boolean);
+  if (u.length) {
+    const sum = (f: (x: (typeof u)[number]) => number) => u.reduce((s, x) => s + (f(x) ?? 0), 0);
+    merged.usage = {
+      prompt_tokens: sum((x) => x.prompt_tokens),
+      completion_tokens: sum((x) => x.completion_tokens),
+      total_tokens: sum((x) => x.total_tokens),
+      prompt_tokens_details: { ...u[0].prompt_tokens_details, cached_tokens: sum((x) => x.prompt_tokens_details.cached_tokens) },
+      completion_tokens_details: { ...u[0].completion_tokens_details, reasoning_tokens: sum((x) => x.completion_tokens_details.reasoning_tokens) },
+    };
+  }
+  return merged;
+}
+
 export default function anthropic(): ProviderPlugin {
   return {
     kind: 'provider',
@@ -35,6 +68,8 @@ export default function anthropic(): ProviderPlugin {
       anthropic: { defaultBaseUrl: 'https://api.anthropic.com', env: { apiKey: 'ANTHROPIC_API_KEY', baseUrl: 'ANTHROPIC_BASE_URL' } },
     },
     async chat(call: ProviderCall<ChatRequest>): Promise<ChatOutcome> {
+      const n = call.request.n ?? 1;
+      if (n > 1 && !call.stream) return { kind: 'json', body: await fanOut(call, n) };
       const { body, plan } = toAnthropic(call.request, call.model, call.note, call.stream);
       const o = { url: messagesUrl(call.provider.base_url), headers: headers(call), body, mapError: anthropicError };
       if (call.stream) return { kind: 'stream', chunks: anthropicChunks(await upstreamEvents(call, o), plan) };
