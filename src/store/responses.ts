@@ -6,7 +6,8 @@
 // file (https://www.sqlite.org/wal.html).
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { createRequire } from 'node:module';
+import type { StatementSync } from 'node:sqlite';
 
 /** One stored response: what it was asked (its own input items only) and what it answered. */
 export interface StoredResponse {
@@ -53,6 +54,9 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd()): 
   const memory = file === ':memory:';
   const where = memory ? file : path.resolve(baseDir, file);
   if (!memory) mkdirSync(path.dirname(where), { recursive: true });
+  // Loaded on first use: node:sqlite needs Node >= 22.13, and a gateway that
+  // never stores a response (or `check`/`schema`) must not depend on it.
+  const { DatabaseSync } = createRequire(import.meta.url)('node:sqlite') as typeof import('node:sqlite');
   const db = new DatabaseSync(where);
   if (!memory) {
     db.exec('PRAGMA journal_mode = WAL');
