@@ -28,6 +28,8 @@ import {
   peakRssMb,
   rssMb,
   machine,
+  cpuSeconds,
+  machineBusySeconds,
   type Proc,
   type GatewayProc,
   type Availability,
@@ -46,10 +48,14 @@ export interface BenchOptions {
   connections: number;
   /** Text deltas per answer (the response size). */
   tokens: number;
-  streams: { count: number; events: number; paceMs: number } | null;
+  streams: { count: number; events: number; paceMs: number; rampMs: number } | null;
   portkey: boolean;
   plain: boolean;
   workers2: boolean;
+  /** Rows for the other upstream transport (server.transport) than the main gateway's. */
+  altTransport: boolean;
+  /** Also run the streams test on a gateway started with these node flags (tuned memory). */
+  streamsTunedFlags: string[] | null;
   /** Only these row ids (plus their baselines); absent: all. */
   only?: string[];
   startupSamples: number;
@@ -70,10 +76,12 @@ export const FULL: BenchOptions = {
   warmupS: 1,
   connections: 32,
   tokens: 16,
-  streams: { count: 2000, events: 200, paceMs: 20 },
+  streams: { count: 2000, events: 200, paceMs: 100, rampMs: 4000 },
   portkey: true,
   plain: true,
   workers2: true,
+  altTransport: true,
+  streamsTunedFlags: ['--max-semi-space-size=16'],
   startupSamples: 3,
   profile: false,
   log: 'file',
@@ -81,12 +89,22 @@ export const FULL: BenchOptions = {
   print: true,
 };
 
-export const QUICK: BenchOptions = { ...FULL, quick: true, rounds: 1, throughputS: 1.5, serialS: 0.75, warmupS: 0.5, startupSamples: 1 };
+export const QUICK: BenchOptions = {
+  ...FULL,
+  quick: true,
+  rounds: 1,
+  throughputS: 1.2,
+  serialS: 0.5,
+  warmupS: 0.3,
+  startupSamples: 1,
+  streams: { count: 2000, events: 40, paceMs: 100, rampMs: 2000 },
+  streamsTunedFlags: null,
+};
 
 // ---------------------------------------------------------------------------
 // Rows
 
-interface RowDef {
+export interface RowDef {
   id: string;
   label: string;
   target: TargetKind;
@@ -111,7 +129,7 @@ function chatBody(model: string, tokens: number, stream: boolean): string {
   return JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_completion_tokens: tokens, ...(stream ? { stream: true } : {}) });
 }
 
-function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string }): RowDef[] {
+export function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string }, transports: { main: string; alt: string }): RowDef[] {
   const n = o.tokens;
   const rows: RowDef[] = [];
   const auth = { authorization: `Bearer ${BENCH_CLIENT_KEY}` };
@@ -258,6 +276,39 @@ function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string
       });
     }
   }
+  if (o.altTransport) {
+    const tr = transports.alt;
+    const na = origins.gwAlt ? undefined : `the gateway with transport ${tr} did not start`;
+    rows.push({
+      id: 'gwalt-openai',
+      label: `gateway, transport ${tr} · OpenAI passthrough`,
+      target: 'gateway',
+      path: 'passthrough',
+      stream: false,
+      format: 'openai-chat',
+      c32: true,
+      c1: true,
+      baseline: 'direct-chat',
+      group: 'gatewayAlt',
+      na,
+      spec: origins.gwAlt ? { origin: origins.gwAlt, path: '/v1/chat/completions', headers: auth, body: chatBody('bench/openai', n, false), stream: false } : undefined,
+    });
+    const fam = avail.anthropic ? 'anthropic' : avail.gemini ? 'gemini' : undefined;
+    rows.push({
+      id: 'gwalt-translated-stream',
+      label: `gateway, transport ${tr} · ${fam === 'gemini' ? 'Gemini' : 'Anthropic'} translated, stream`,
+      target: 'gateway',
+      path: fam ?? 'anthropic',
+      stream: true,
+      format: 'openai-chat',
+      c32: true,
+      c1: true,
+      baseline: `direct-${fam ?? 'anthropic'}-stream`,
+      group: 'gatewayAlt',
+      na: na ?? (fam ? undefined : 'no translated family registered'),
+      spec: origins.gwAlt && fam ? { origin: origins.gwAlt, path: '/v1/chat/completions', headers: auth, body: chatBody(`bench/${fam}`, n, true), stream: true } : undefined,
+    });
+  }
   if (o.workers2) {
     rows.push({
       id: 'gw2-openai',
@@ -331,8 +382,9 @@ const median = (xs: number[]) => {
   return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
 };
 
+const t0 = performance.now();
 function log(o: BenchOptions, msg: string) {
-  if (o.print) process.stderr.write(msg + '\n');
+  if (o.print) process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${msg}\n`);
 }
 
 export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<BenchReport> {
@@ -367,12 +419,22 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     await new Promise((r) => setTimeout(r, 1000));
     idleRss = rssMb(gw.pids());
 
+    log(o, `gateway ready in ${Math.round(median(startupSamples))} ms; starting the other targets…`);
     let plain: Proc | undefined;
     if (o.plain) plain = await forkReady('plain-proxy.js', [mockOrigin]).catch(() => undefined);
     if (plain) procs.push(plain);
     let portkey: Proc | undefined;
     if (o.portkey) portkey = await startPortkey().catch((err) => (log(o, `Portkey: ${(err as Error).message}`), undefined));
     if (portkey) procs.push(portkey);
+    const mainTransport = o.transport ?? 'proxy';
+    const transports = { main: mainTransport, alt: mainTransport === 'proxy' ? 'http' : 'proxy' };
+    let gwAlt: GatewayProc | undefined;
+    if (o.altTransport)
+      gwAlt = await startGateway({ ...gwOpts, transport: transports.alt, cpuProfDir: undefined }).catch((err) => (log(o, `transport ${transports.alt}: ${(err as Error).message}`), undefined));
+    if (gwAlt) {
+      procs.push(gwAlt);
+      dirs.push(gwAlt.dir);
+    }
     let gw2: GatewayProc | undefined;
     if (o.workers2) gw2 = await startGateway({ ...gwOpts, workers: 2, cpuProfDir: undefined }).catch((err) => (log(o, `2 workers: ${(err as Error).message}`), undefined));
     if (gw2) {
@@ -386,7 +448,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       portkey: portkey && `http://127.0.0.1:${portkey.port}`,
       gw: `http://127.0.0.1:${gw.port}`,
       gw2: gw2 && `http://127.0.0.1:${gw2.port}`,
-    });
+      gwAlt: gwAlt && `http://127.0.0.1:${gwAlt.port}`,
+    }, transports);
     const groups = new Map<string, () => number[]>([
       ['gateway', () => gw.pids()],
       ['mock', () => [mock.pid]],
@@ -394,6 +457,9 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (plain) groups.set('plain', () => [plain.pid]);
     if (portkey) groups.set('portkey', () => [portkey.pid]);
     if (gw2) groups.set('gateway2', () => gw2.pids());
+    if (gwAlt) groups.set('gatewayAlt', () => gwAlt.pids());
+    const ours = () => [process.pid, ...procs.flatMap((p) => ('pids' in p ? (p as GatewayProc).pids() : [p.pid]))];
+    const cpu0 = { machine: machineBusySeconds(), ours: cpuSeconds(ours()), at: performance.now() };
     sampler = new RssSampler(groups, 100);
 
     // Probe every row once; a row that answers wrongly is reported, not timed.
@@ -406,13 +472,16 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         log(o, `row ${r.id} failed its probe: ${why}`);
       }
     }
+    log(o, `${rows.length} rows, probed`);
     const live = rows.filter((r) => !r.na && r.spec && !failures.has(r.id));
     const c32Rows = live.filter((r) => r.c32);
     const c1Rows = live.filter((r) => r.c1);
 
-    log(o, `warm-up (${o.warmupS} s per row)…`);
-    for (const r of c32Rows) await throughput(r.spec!, o.connections, o.warmupS);
-    for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
+    if (o.warmupS > 0) {
+      log(o, `warm-up (${o.warmupS} s per row)…`);
+      for (const r of c32Rows) await throughput(r.spec!, o.connections, o.warmupS);
+      for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
+    }
 
     const tp = new Map<string, ThroughputResult[]>();
     const lat = new Map<string, { latency: number[]; ttfb: number[]; failed: number }>();
@@ -467,23 +536,45 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
                 body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: PROMPT }] }], generationConfig: { maxOutputTokens: events } }),
                 stream: true,
               };
-        const viaGw: RequestSpec = { origin: `http://127.0.0.1:${gw.port}`, path: '/v1/chat/completions', headers: { authorization: `Bearer ${BENCH_CLIENT_KEY}` }, body: chatBody(`bench/${fam}-paced`, events, true), stream: true };
-        const d = await manyStreams(direct, fam, count, texts);
-        sampler.take('gateway');
-        const g = await manyStreams(viaGw, 'openai-chat', count, texts);
-        const peak = sampler.take('gateway');
+        const d = await manyStreams(direct, fam, count, texts, o.streams.rampMs);
+        // A fresh gateway per run, so that its peak memory is the streams' own.
+        const viaFresh = async (nodeArgs: string[]) => {
+          const fresh = await startGateway({ ...gwOpts, cpuProfDir: undefined, nodeArgs });
+          dirs.push(fresh.dir);
+          const s = new RssSampler(new Map([['g', () => fresh.pids()]]), 50);
+          try {
+            const spec: RequestSpec = { origin: `http://127.0.0.1:${fresh.port}`, path: '/v1/chat/completions', headers: { authorization: `Bearer ${BENCH_CLIENT_KEY}` }, body: chatBody(`bench/${fam}-paced`, events, true), stream: true };
+            const g = await manyStreams(spec, 'openai-chat', count, texts, o.streams!.rampMs);
+            return { check: g, peak: s.take('g') };
+          } finally {
+            s.stop();
+            await fresh.stop();
+          }
+        };
+        const g = await viaFresh([]);
+        let tuned: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number } | undefined;
+        if (o.streamsTunedFlags?.length) {
+          log(o, `streams again on a gateway started with ${o.streamsTunedFlags.join(' ')}…`);
+          const t = await viaFresh(o.streamsTunedFlags);
+          tuned = { flags: o.streamsTunedFlags, gateway: t.check, gateway_peak_rss_mb: t.peak, added_ttfb_p50_ms: t.check.ttfb_ms.p50 - d.ttfb_ms.p50 };
+        }
         streams = {
           path: `chat completions → ${fam} (translated)`,
           streams: count,
           events_per_stream: events,
           pace_ms: paceMs,
+          ramp_ms: o.streams.rampMs,
           direct: d,
-          gateway: g,
-          gateway_peak_rss_mb: peak,
-          added_ttfb_p50_ms: g.ttfb_ms.p50 - d.ttfb_ms.p50,
+          gateway: g.check,
+          gateway_peak_rss_mb: g.peak,
+          added_ttfb_p50_ms: g.check.ttfb_ms.p50 - d.ttfb_ms.p50,
+          ...(tuned ? { tuned } : {}),
         };
       }
     }
+    const cpu1 = { machine: machineBusySeconds(), ours: cpuSeconds(ours()), at: performance.now() };
+    const wallS = (cpu1.at - cpu0.at) / 1000;
+    const backgroundPct = Math.max(0, ((cpu1.machine - cpu0.machine - (cpu1.ours - cpu0.ours)) / wallS) * 100);
 
     const gwPeak = peakRssMb(gw.pids());
     sampler.stop();
@@ -547,7 +638,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       started_at: new Date(started).toISOString(),
       duration_s: Math.round((Date.now() - started) / 1000),
       quick: o.quick,
-      machine: machine(),
+      machine: { ...machine(), background_cpu_pct: Math.round(backgroundPct) },
       settings: {
         rounds: o.rounds,
         connections: o.connections,
@@ -555,7 +646,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         serial_s: o.serialS,
         tokens: o.tokens,
         log: o.log === 'null' ? 'info, to /dev/null' : 'info, one JSON line per request to a file',
-        transport: o.transport ?? 'default',
+        transport: mainTransport,
         workers_row: o.workers2,
       },
       gateway: {
@@ -639,6 +730,14 @@ function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, numbe
     t[t.length - 1].goal = '<= 300 MB';
     t[t.length - 1].value = `${streams.gateway_peak_rss_mb.toFixed(0)} MB`;
     lim(`added TTFB p50 under ${streams.streams} streams`, streams.added_ttfb_p50_ms, 1);
+    if (streams.tuned) {
+      t.push({
+        name: `gateway peak RSS during the streams, started with ${streams.tuned.flags.join(' ')}`,
+        goal: '<= 300 MB',
+        value: `${streams.tuned.gateway_peak_rss_mb.toFixed(0)} MB (${streams.tuned.gateway.completed}/${streams.streams} complete)`,
+        met: streams.tuned.gateway_peak_rss_mb <= 300 && streams.tuned.gateway.completed === streams.streams,
+      });
+    }
   } else t.push({ name: 'concurrent streams', goal: 'all complete', value: streams ? streams.note : 'not run', met: null });
   const trans = ['gw-anthropic-stream', 'gw-gemini-stream', 'gw-openai-stream'].map((id) => byId.get(id)).find((r) => r?.c1?.added_ttfb_p50_ms !== undefined);
   lim(`added TTFB p50 at c=1 (${trans?.label ?? 'stream'})`, trans?.c1?.added_ttfb_p50_ms, 1);
@@ -666,8 +765,10 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--tokens') o.tokens = Number(next());
     else if (a === '--streams') {
       const n = Number(next());
-      o.streams = n > 0 ? { ...FULL.streams!, count: n } : null;
-    } else if (a === '--no-portkey') o.portkey = false;
+      o.streams = n > 0 ? { ...(o.streams ?? FULL.streams!), count: n } : null;
+    } else if (a === '--pace') o.streams = { ...(o.streams ?? FULL.streams!), paceMs: Number(next()) };
+    else if (a === '--ramp') o.streams = { ...(o.streams ?? FULL.streams!), rampMs: Number(next()) };
+    else if (a === '--no-portkey') o.portkey = false;
     else if (a === '--no-workers') o.workers2 = false;
     else if (a === '--only') o.only = next().split(',');
     else if (a === '--transport') o.transport = next();
@@ -677,7 +778,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
-          '  [--streams N|0] [--no-portkey] [--no-workers] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n',
+          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n',
       );
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);

@@ -59,6 +59,8 @@ export function throughput(spec: RequestSpec | RequestSpec[], connections: numbe
         duration: durationS,
         requests,
         timeout: 30,
+        // Stop within 100 ms of the duration (the default 1 s sampling rounds it up to whole seconds).
+        sampleInt: 100,
         ...(overallRate ? { overallRate } : {}),
       },
       (err, res) => {
@@ -183,7 +185,7 @@ export function percentile(sorted: number[], p: number): number {
  * enough sockets), read every event, and check that each stream's text deltas
  * are exactly `expectedTexts` in order.
  */
-export async function manyStreams(spec: RequestSpec, format: StreamFormat, count: number, expectedTexts: string[]): Promise<StreamCheck> {
+export async function manyStreams(spec: RequestSpec, format: StreamFormat, count: number, expectedTexts: string[], rampMs = 0): Promise<StreamCheck> {
   const agent = new http.Agent({ keepAlive: false, maxSockets: count + 16 });
   const url = new URL(spec.origin);
   const body = Buffer.from(spec.body);
@@ -279,7 +281,18 @@ export async function manyStreams(spec: RequestSpec, format: StreamFormat, count
       req.end(body);
     });
   try {
-    await Promise.all(Array.from({ length: count }, one));
+    // Open the streams over `rampMs` (in steps of 10 ms), not in one burst: a
+    // burst of thousands of SYNs overflows the listen backlog and measures
+    // kernel retransmits, not the gateway.
+    const steps = Math.max(1, Math.floor(rampMs / 10));
+    const all: Promise<void>[] = [];
+    for (let step = 0; step < steps; step++) {
+      const from = Math.floor((step * count) / steps);
+      const to = Math.floor(((step + 1) * count) / steps);
+      for (let i = from; i < to; i++) all.push(one());
+      if (step < steps - 1) await new Promise((r) => setTimeout(r, 10));
+    }
+    await Promise.all(all);
   } finally {
     agent.destroy();
   }

@@ -139,6 +139,8 @@ export interface GatewayOptions {
   avail: Availability;
   /** Upstream pacing for the *-paced models (ms between events). */
   paceMs?: number;
+  /** Extra node flags for the gateway process (e.g. --trace-gc while investigating). */
+  nodeArgs?: string[];
 }
 
 export interface GatewayProc extends Proc {
@@ -197,7 +199,7 @@ export async function startGateway(o: GatewayOptions): Promise<GatewayProc> {
   writeFileSync(cfg, gatewayYaml(o, port));
   const logFile = o.logFile === 'null' ? '/dev/null' : (o.logFile ?? path.join(dir, 'access.log'));
   const out = openSync(logFile, 'a');
-  const execArgv = o.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`] : [];
+  const execArgv = [...(o.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${o.cpuProfDir}`] : []), ...(o.nodeArgs ?? [])];
   const t0 = performance.now();
   const child = spawn(process.execPath, [...execArgv, path.join(DIST, 'src', 'cli.js'), 'start', cfg], {
     cwd: dir,
@@ -334,6 +336,33 @@ export class RssSampler {
   }
   stop(): void {
     clearInterval(this.timer);
+  }
+}
+
+/** CPU seconds (user + system) used so far by processes. */
+export function cpuSeconds(pids: number[]): number {
+  let t = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      t += (Number(f[11]) + Number(f[12])) / 100;
+    } catch {
+      /* gone */
+    }
+  }
+  return t;
+}
+
+/** CPU seconds the whole machine has spent busy (all cores), from /proc/stat. */
+export function machineBusySeconds(): number {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal …: busy = all but idle and iowait.
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return (total - f[3] - f[4]) / 100;
+  } catch {
+    return NaN;
   }
 }
 

@@ -48,7 +48,8 @@ export interface BenchReport {
   started_at: string;
   duration_s: number;
   quick: boolean;
-  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; os: string };
+  /** background_cpu_pct: CPU used by other processes on the machine during the measurements, in % of one core. */
+  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; os: string; background_cpu_pct?: number };
   settings: {
     rounds: number;
     connections: number;
@@ -66,10 +67,13 @@ export interface BenchReport {
     streams: number;
     events_per_stream: number;
     pace_ms: number;
+    ramp_ms: number;
     direct: StreamCheck;
     gateway: StreamCheck;
     gateway_peak_rss_mb: number;
     added_ttfb_p50_ms: number;
+    /** The same on a gateway started with extra node flags (memory tuning). */
+    tuned?: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number };
   } | { path: string; status: 'n/a' | 'failed'; note: string };
   ratios: Record<string, number | null>;
   targets: TargetCheck[];
@@ -105,7 +109,8 @@ export function formatTable(rep: BenchReport): string {
   lines.push(
     `req/s, p50, p99: ${rep.settings.connections} connections, median of ${rep.settings.rounds} interleaved round(s) of ${rep.settings.throughput_s} s. ` +
       `c=1: one connection, ${rep.settings.serial_s} s per round; +p50/+p99/+TTFB: over the direct row of the same upstream protocol. ` +
-      `Gateway logging: ${rep.settings.log}.`,
+      `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}. ` +
+      `Other processes used ${rep.machine.background_cpu_pct ?? '?'}% of one core meanwhile (${rep.machine.nproc} cores).`,
   );
   const g = rep.gateway;
   lines.push(
@@ -115,10 +120,15 @@ export function formatTable(rep: BenchReport): string {
   const s = rep.streams;
   if (s && 'gateway' in s) {
     lines.push(
-      `streams: ${s.streams} concurrent × ${s.events_per_stream} events (${s.path}, one event every ${s.pace_ms} ms): ` +
+      `streams: ${s.streams} concurrent × ${s.events_per_stream} events (${s.path}, one event every ${s.pace_ms} ms, opened over ${s.ramp_ms} ms): ` +
         `gateway ${s.gateway.completed}/${s.streams} complete, ${s.gateway.events}/${s.gateway.expected_events} events, ${s.gateway.corrupted} corrupted, ${s.gateway.failed} failed; ` +
         `TTFB p50 ${r1(s.gateway.ttfb_ms.p50, 2)} ms (direct ${r1(s.direct.ttfb_ms.p50, 2)} ms); peak RSS ${r1(s.gateway_peak_rss_mb, 0)} MB; wall ${r1(s.gateway.wall_ms / 1000, 1)} s (direct ${r1(s.direct.wall_ms / 1000, 1)} s).`,
     );
+    if (s.tuned)
+      lines.push(
+        `streams, gateway started with ${s.tuned.flags.join(' ')}: ${s.tuned.gateway.completed}/${s.streams} complete, ${s.tuned.gateway.events}/${s.tuned.gateway.expected_events} events; ` +
+          `TTFB p50 ${r1(s.tuned.gateway.ttfb_ms.p50, 2)} ms; peak RSS ${r1(s.tuned.gateway_peak_rss_mb, 0)} MB.`,
+      );
   } else if (s) lines.push(`streams: ${s.status} (${s.note})`);
   lines.push('');
   for (const [k, v] of Object.entries(rep.ratios)) lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}`);
