@@ -426,7 +426,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     let portkey: Proc | undefined;
     if (o.portkey) portkey = await startPortkey().catch((err) => (log(o, `Portkey: ${(err as Error).message}`), undefined));
     if (portkey) procs.push(portkey);
-    const mainTransport = o.transport ?? 'proxy';
+    // The schema's default (src/config/schema.ts server.transport).
+    const mainTransport = o.transport ?? 'http';
     const transports = { main: mainTransport, alt: mainTransport === 'proxy' ? 'http' : 'proxy' };
     let gwAlt: GatewayProc | undefined;
     if (o.altTransport)

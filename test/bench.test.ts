@@ -27,18 +27,19 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
     portkey: false,
     plain: false,
     workers2: false,
-    altTransport: false,
+    // The other transport (server.transport: proxy) answers too.
+    altTransport: true,
     startupSamples: 1,
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
-    only: ['gw-openai'],
+    only: ['gw-openai', 'gwalt-openai'],
     outDir: out,
     print: false,
   });
   t.same(
     rep.rows.map((r) => r.id),
-    ['direct-chat', 'gw-openai'],
-    'the requested row and its direct baseline',
+    ['direct-chat', 'gw-openai', 'gwalt-openai'],
+    'the requested rows and their direct baseline',
   );
   for (const r of rep.rows) {
     t.equal(r.status, 'ok', `${r.id} ran`);
@@ -73,6 +74,7 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
   const svg = fs.readFileSync(path.join(out, 'latest.svg'), 'utf8');
   t.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   t.match(svg, /gateway · OpenAI passthrough/);
+  t.match(rep.rows[2].label, /transport proxy/, 'the alternative transport row is labelled');
   t.match(formatTable(rep), /gateway · OpenAI passthrough/);
 });
 
