@@ -16,7 +16,14 @@ export async function pipeFrames(
   onError: (err: unknown) => string | null,
 ): Promise<'completed' | 'client_closed' | 'failed'> {
   res.writeHead(200, { ...SSE_HEADERS, ...extraHeaders });
-  res.flushHeaders();
+  // The first frame is usually ready at once (the dispatcher read the first
+  // event before committing): the headers then leave with it in one write
+  // instead of a write of their own. If it is not ready by the end of this
+  // turn of the event loop, the headers go out alone so the client sees them.
+  // (flushHeaders after the first write sends nothing.)
+  const flush = setImmediate(() => {
+    if (!res.destroyed && !res.writableEnded) res.flushHeaders();
+  });
   try {
     for await (const frame of frames) {
       if (res.destroyed) return 'client_closed';
@@ -33,5 +40,7 @@ export async function pipeFrames(
     if (last) res.write(last);
     res.end();
     return 'failed';
+  } finally {
+    clearImmediate(flush);
   }
 }
