@@ -213,3 +213,34 @@ export function writeResults(rep: BenchReport, dir: string, name = 'latest'): { 
   writeFileSync(svg, svgChart(rep));
   return { json, svg };
 }
+
+/** The rows as a Markdown table (for BENCHMARKS.md): `node dist/bench/report.js bench/results/latest.json`. */
+export function formatMarkdown(rep: BenchReport): string {
+  const f = (n: number | undefined, d: number) => (n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(d));
+  const lines = [
+    '| target | req/s (32 conn.) | p50 ms | p99 ms | c=1 p50 ms | added p50 ms | added p99 ms | TTFB ms | added TTFB ms | peak RSS MB |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+  ];
+  for (const r of rep.rows) {
+    if (r.status !== 'ok') {
+      lines.push(`| ${r.label} | ${r.status}${r.note ? `: ${r.note}` : ''} | | | | | | | | |`);
+      continue;
+    }
+    const c = r.c1;
+    lines.push(
+      `| ${r.label} | ${r.rps === undefined ? '–' : Math.round(r.rps)} | ${f(r.p50_ms, 0)} | ${f(r.p99_ms, 0)} | ${f(c?.p50_ms, 3)} | ${f(c?.added_p50_ms, 3)} | ${f(c?.added_p99_ms, 3)} | ${f(c?.ttfb_p50_ms, 3)} | ${f(c?.added_ttfb_p50_ms, 3)} | ${f(r.peak_rss_mb, 0)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+if (import.meta.url === (await import('node:url')).pathToFileURL(process.argv[1] ?? '').href) {
+  const { readFileSync } = await import('node:fs');
+  const file = process.argv[2];
+  if (!file) {
+    process.stderr.write('usage: node dist/bench/report.js <latest.json>\n');
+    process.exit(2);
+  }
+  const rep = JSON.parse(readFileSync(file, 'utf8')) as BenchReport;
+  process.stdout.write(formatMarkdown(rep) + '\n\n' + formatTable(rep) + '\n');
+}
