@@ -71,8 +71,8 @@ export interface BenchOptions {
 export const FULL: BenchOptions = {
   quick: false,
   rounds: 3,
-  throughputS: 4,
-  serialS: 2,
+  throughputS: 3,
+  serialS: 1.5,
   warmupS: 1,
   connections: 32,
   tokens: 16,

@@ -155,12 +155,13 @@ function esc(s: string): string {
 }
 
 export function svgChart(rep: BenchReport): string {
-  const W = 900;
-  const labelW = 300;
-  const barMax = W - labelW - 110;
-  const rowH = 22;
   const tp = rep.rows.filter((r) => r.status === 'ok' && r.rps !== undefined);
   const lat = rep.rows.filter((r) => r.status === 'ok' && r.c1?.added_p50_ms !== undefined);
+  // About 6.7 px per character at 12 px Helvetica/Arial: room for the longest label.
+  const labelW = Math.max(200, Math.ceil(Math.max(0, ...[...tp, ...lat].map((r) => r.label.length)) * 6.7) + 16);
+  const barMax = 480;
+  const W = labelW + barMax + 120;
+  const rowH = 22;
   const parts: string[] = [];
   let y = 0;
   const title = (text: string, sub: string) => {
@@ -214,7 +215,7 @@ export function writeResults(rep: BenchReport, dir: string, name = 'latest'): { 
   return { json, svg };
 }
 
-/** The rows as a Markdown table (for BENCHMARKS.md): `node dist/bench/report.js bench/results/latest.json`. */
+/** The rows as a Markdown table (for BENCHMARKS.md): `node dist/bench/report.js bench/results/latest.json [--svg]`. */
 export function formatMarkdown(rep: BenchReport): string {
   const f = (n: number | undefined, d: number) => (n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(d));
   const lines = [
@@ -242,5 +243,10 @@ if (import.meta.url === (await import('node:url')).pathToFileURL(process.argv[1]
     process.exit(2);
   }
   const rep = JSON.parse(readFileSync(file, 'utf8')) as BenchReport;
+  if (process.argv[3] === '--svg') {
+    // Re-draw the chart next to the JSON (after a change to svgChart).
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(file.replace(/\.json$/, '.svg'), svgChart(rep));
+  }
   process.stdout.write(formatMarkdown(rep) + '\n\n' + formatTable(rep) + '\n');
 }
