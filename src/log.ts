@@ -4,20 +4,20 @@
 // never puts headers in a log line: a custom plugin might.
 import pino, { type Logger, type DestinationStream } from 'pino';
 
+// Explicit paths only: wildcard paths made redaction walk every line's
+// objects (~15 µs per line in the benchmark). The core never logs headers or
+// keys; these catch a plugin that logs a header bag or a provider config.
 export const REDACT_PATHS = [
   'authorization',
-  '*.authorization',
   'headers.authorization',
-  '*.headers.authorization',
   'headers["x-api-key"]',
-  '*.headers["x-api-key"]',
   'headers["x-goog-api-key"]',
-  '*.headers["x-goog-api-key"]',
+  'req.headers.authorization',
+  'req.headers["x-api-key"]',
+  'req.headers["x-goog-api-key"]',
   'api_key',
-  '*.api_key',
   'apiKey',
-  '*.apiKey',
-  'key',
+  'provider.api_key',
 ];
 
 /**
@@ -75,11 +75,4 @@ export function createLogger(level: string, dest?: DestinationStream): Logger {
     },
     stream,
   );
-}
-
-/** Mask anything that looks like a bearer key or API key inside a free-text message. */
-export function scrubSecrets(text: string): string {
-  return text
-    .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{6,}/gi, '$1[redacted]')
-    .replace(/\b(sk|sk-ant|sk-proj|AIza|gw|key)[-_A-Za-z0-9]{8,}/g, '[redacted]');
 }

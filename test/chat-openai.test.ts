@@ -99,6 +99,7 @@ t.test('one access-log line per request with the analytics ids', async (t) => {
   t.equal(lines.length, 1);
   t.match(lines[0], { method: 'POST', path: '/v1/chat/completions', status: 200, model: 'openai/gpt-4.1-mini', provider: 'openai', user_id: 'user-42', session_id: 'sess-7' });
   t.type(lines[0].latency_ms, 'number');
+  t.equal(lines[0].key_name, 'env-1', "the key's label is logged (never the key)");
   const up = mock.requests[0];
   t.notOk(up.headers['x-gateway-user-id'], 'analytics headers are not forwarded');
   t.notOk(up.headers['x-gateway-session-id']);

@@ -101,3 +101,16 @@ t.test('a plugin that throws unexpectedly gives a 500 without a stack trace', as
   t.equal(JSON.parse(text).error.type, 'internal_server_error');
   t.notMatch(text, /secret internals|\.js:\d+/);
 });
+
+t.test('a plugin that logs the request headers still leaks no key', async (t) => {
+  const file = tmpModule(`export default { name: 'nosy', async handle(ctx, next) { ctx.log.headers = ctx.headers; ctx.logger.info({ req: { headers: ctx.headers } }, 'nosy'); await next(); } };`);
+  const gw = await startGateway(openAIConfig(mock.url, pipeline(`  - path: ${file}`)));
+  t.teardown(() => gw.close());
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }] }, { headers: { 'x-api-key': 'sk-other-secret-123456' } });
+  await new Promise((r) => setTimeout(r, 50));
+  const all = gw.rawLogs.join('');
+  t.match(all, /"authorization":"\[redacted\]"/, 'the header is there, redacted');
+  t.notOk(all.includes(CLIENT_KEY), 'no client key');
+  t.notOk(all.includes('sk-other-secret'), 'no x-api-key');
+});
