@@ -193,9 +193,11 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
 
 /**
  * Read the first item of a stream before committing to it (fallback stays
- * possible until then). Returns an iterator that yields that item again first.
+ * possible until then). Returns an iterator that yields that item again first,
+ * then delegates straight to the source: no generator layer, so no extra
+ * promise per event on the hot path.
  */
-export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number, signal: AbortSignal): Promise<AsyncGenerator<T>> {
+export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number, _signal: AbortSignal): Promise<AsyncGenerator<T>> {
   const iter = it[Symbol.asyncIterator]();
   let timer: NodeJS.Timeout | undefined;
   const first = await Promise.race([
@@ -205,17 +207,31 @@ export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number, si
     }),
   ]).finally(() => clearTimeout(timer));
   if (first.done) throw new TransportError('the provider closed the stream before its first event', 'EEMPTYSTREAM');
-  void signal;
-  return (async function* () {
-    try {
-      yield first.value;
-      for (;;) {
-        const n = await iter.next();
-        if (n.done) return;
-        yield n.value;
+  let pending: IteratorResult<T> | undefined = first;
+  const done = (value?: unknown): Promise<IteratorResult<T>> => Promise.resolve({ done: true, value: value as T });
+  const primed: AsyncGenerator<T> = {
+    next() {
+      if (pending) {
+        const r = pending;
+        pending = undefined;
+        return Promise.resolve(r);
       }
-    } finally {
-      await iter.return?.(undefined);
-    }
-  })();
+      return iter.next();
+    },
+    return(value?: unknown) {
+      pending = undefined;
+      return iter.return ? iter.return(value as T) : done(value);
+    },
+    throw(err?: unknown) {
+      pending = undefined;
+      return iter.throw ? iter.throw(err) : Promise.reject(err);
+    },
+    [Symbol.asyncIterator]() {
+      return primed;
+    },
+    [Symbol.asyncDispose]() {
+      return primed.return(undefined).then(() => undefined);
+    },
+  };
+  return primed;
 }
