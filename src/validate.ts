@@ -72,3 +72,5 @@ export const int = (min: number, max: number) =>
 export const str = (msg = 'must be a string') => v.string(msg);
 export const bool = () => v.boolean('must be a boolean');
 export const oneOf = <T extends string>(values: readonly T[]) => v.picklist(values as T[], `must be one of ${values.map((x) => `'${x}'`).join(', ')}`);
+/** A function, tool or schema name as OpenAI accepts it (1-64 of a-z A-Z 0-9 _ -). */
+export const FN_NAME = v.pipe(v.string('must be a string'), v.regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes'));

@@ -3,7 +3,7 @@
 // forwards them to OpenAI, which judges them; translated paths drop them and
 // record a `strip` normalization).
 import * as v from 'valibot';
-import { num, int, str, bool, oneOf } from '../validate.js';
+import { num, int, str, bool, oneOf, FN_NAME } from '../validate.js';
 
 const CacheControl = v.strictObject({
   type: v.literal('ephemeral', "must be 'ephemeral'"),
@@ -79,7 +79,7 @@ export const Message = v.variant('role', [SystemMsg, UserMsg, AssistantMsg, Tool
 const FunctionTool = v.looseObject({
   type: v.literal('function', "must be 'function' (only function tools are supported)"),
   function: v.looseObject({
-    name: v.pipe(str(), v.regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes')),
+    name: FN_NAME,
     description: v.optional(str()),
     parameters: v.optional(v.record(v.string(), v.unknown(), 'must be a JSON Schema object')),
     strict: v.optional(v.nullable(bool())),
@@ -100,7 +100,7 @@ const ResponseFormat = v.variant(
     v.strictObject({
       type: v.literal('json_schema'),
       json_schema: v.looseObject({
-        name: v.pipe(str(), v.regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes')),
+        name: FN_NAME,
         description: v.optional(str()),
         schema: v.optional(v.record(v.string(), v.unknown())),
         strict: v.optional(v.nullable(bool())),

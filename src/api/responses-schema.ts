@@ -11,11 +11,10 @@
 // Responses wire shape) and nested (`{type:'function', function:{name, ...}}`,
 // the shape spec 4.1 describes), and `tool_choice` likewise.
 import * as v from 'valibot';
-import { num, int, str, bool, oneOf } from '../validate.js';
+import { num, int, str, bool, oneOf, FN_NAME } from '../validate.js';
 import { Fallbacks, DebugList, Extra } from './chat-schema.js';
 
 const nonEmpty = (what = 'must not be empty') => v.pipe(str(), v.minLength(1, what));
-const FN_NAME = v.pipe(str(), v.regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes'));
 const Detail = oneOf(['auto', 'low', 'high', 'original'] as const);
 
 // An object schema whose `type` names something we do not accept: the issue
