@@ -16,7 +16,7 @@ import { Health, type CoreServices } from './dispatch.js';
 import { errors, envelope, toGatewayError, GatewayError } from './errors.js';
 import { pipeFrames } from './respond.js';
 import { createLogger } from './log.js';
-import { listModels } from './api/models.js';
+import { listModels, getModel } from './api/models.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 
 /** An ingress endpoint: how to validate its body and what its terminal step does. */
@@ -158,6 +158,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   router.get('/v1/models', (kctx) => {
     kctx.body = listModels(config, kctx.query.status);
+  });
+  router.get('/v1/models/*id', (kctx) => {
+    kctx.body = getModel(config, decodeURIComponent(String(kctx.params.id)));
   });
 
   const specs: EndpointSpec[] = [

@@ -200,6 +200,11 @@ t.test('/v1/models: no auth, status filter validated, spec 2.5 shape', async (t)
   t.equal(bad.json.error.param, 'status');
   const list = await client.models.list();
   t.ok(list.data.length >= 5, 'the SDK lists models');
+  const one = await client.models.retrieve('openai/gpt-5-mini');
+  t.match(one, { id: 'openai/gpt-5-mini', object: 'model', owned_by: 'openai', status: 'active' });
+  const none = await raw('GET', '/v1/models/openai/nope', undefined, { authorization: '' });
+  t.equal(none.status, 404);
+  t.equal(none.json.error.code, 'model_not_found');
 });
 
 t.test('healthz', async (t) => {
