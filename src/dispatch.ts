@@ -9,7 +9,7 @@ import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
 import type { Transport } from './upstream.js';
 import { TransportError } from './upstream.js';
 import { UpstreamError } from './provider.js';
-import { GatewayError, errors } from './errors.js';
+import { GatewayError, errors, scrubSecrets } from './errors.js';
 
 export interface CoreServices {
   transport: Transport;
@@ -158,9 +158,11 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         ac.abort();
         if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
         const f = describeFailure(err);
-        ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: Math.round(performance.now() - started), error: f.error });
+        const secrets = [provider.api_key, ...Object.values(provider.headers).filter((h) => h.length >= 16)];
+        ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: Math.round(performance.now() - started), error: scrubSecrets(f.error, secrets) });
         if (!f.fallback) {
-          if (err instanceof UpstreamError) throw new GatewayError(err.status, err.status === 400 ? 'invalid_request_error' : err.error.type, err.error.message, { param: err.error.param, code: err.error.code });
+          if (err instanceof UpstreamError)
+            throw new GatewayError(err.status, err.status === 400 ? 'invalid_request_error' : err.error.type, scrubSecrets(err.error.message, secrets), { param: err.error.param, code: err.error.code });
           throw err;
         }
         if (!(err instanceof UpstreamError && err.status === 429)) allRateLimited = false;

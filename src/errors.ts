@@ -99,3 +99,14 @@ export function toGatewayError(err: unknown): { error: GatewayError; internal: b
 export function envelope(err: GatewayError): { error: ErrorBody } {
   return { error: err.body() };
 }
+
+/**
+ * Remove secrets from text that came from an upstream (error messages are
+ * shown to clients and logged): a provider that echoes the key it was sent
+ * must not leak it through the gateway.
+ */
+export function scrubSecrets(text: string, secrets: (string | undefined)[]): string {
+  let out = text;
+  for (const s of secrets) if (s && s.length >= 4 && out.includes(s)) out = out.split(s).join('[redacted]');
+  return out;
+}

@@ -239,3 +239,34 @@ models:
   for (let i = 0; i < 40; i++) await c3.chat.completions.create({ model: 'x/w', messages: [{ role: 'user', content: 'x' }] });
   t.ok(A.requests.length > 5 && B.requests.length > 5, `both used (a=${A.requests.length}, b=${B.requests.length})`);
 });
+
+t.test('a provider that echoes our key in its errors does not leak it to the client', async (t) => {
+  const key = 'sk-test-openai-0123456789';
+  A.fail({ status: 400, body: { error: { message: `Key ${key} is not allowed to use this`, type: 'invalid_request_error' } } });
+  const e1: any = await ask('x/a').catch((e) => e);
+  t.equal(e1.status, 400);
+  t.notOk(JSON.stringify(e1.error).includes(key), '400 message scrubbed');
+  t.match(e1.error.message, /\[redacted\]/);
+  A.fail({ status: 500, body: { error: { message: `upstream saw key ${key}` } } });
+  const e2: any = await ask('x/a').catch((e) => e);
+  t.equal(e2.status, 500);
+  t.notOk(JSON.stringify(e2.error).includes(key), 'attempt list scrubbed');
+  A.fail({ status: 503, body: { error: { message: `bad ${key}` } } });
+  const r: any = await ask('x/a', { fallbacks: ['x/b'] });
+  t.notOk(JSON.stringify(r).includes(key), 'routing attempts scrubbed');
+  const leaky = await startMock(() => ({ status: 200, sse: [sse({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }), sse({ error: { message: `stream died for ${key}`, type: 'server_error' } })] }));
+  t.teardown(() => leaky.close());
+  const gw4 = await startGateway(`
+providers:${prov('leaky', leaky.url)}
+models:${model('x/leaky', 'leaky')}
+`);
+  t.teardown(() => gw4.close());
+  const res = await fetch(`${gw4.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'x/leaky', messages: [{ role: 'user', content: 'x' }], stream: true }),
+  });
+  const text = await res.text();
+  t.match(text, /stream died for \[redacted\]/, 'mid-stream error frame scrubbed');
+  t.notOk(text.includes(key));
+});
