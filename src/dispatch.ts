@@ -199,7 +199,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
  * then delegates straight to the source: no generator layer, so no extra
  * promise per event on the hot path.
  */
-export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number, _signal: AbortSignal): Promise<AsyncGenerator<T>> {
+export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number): Promise<AsyncGenerator<T>> {
   const iter = it[Symbol.asyncIterator]();
   let timer: NodeJS.Timeout | undefined;
   const first = await Promise.race([

@@ -24,7 +24,7 @@ export async function dispatchChat(ctx: RequestContext, core: CoreServices, pipe
   return runTargets<Committed>(ctx, core, (p: ProviderPlugin) => typeof p.chat === 'function', async (attempt, plugin, base) => {
     const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
     const out: ChatOutcome = await plugin.chat!({ ...base, request: { ...prepared, model: attempt.deployment.model }, stream });
-    if (out.kind === 'stream') return { kind: 'stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms, base.signal) };
+    if (out.kind === 'stream') return { kind: 'stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms) };
     return out;
   });
 }

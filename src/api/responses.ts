@@ -152,14 +152,14 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
       nb.notes.forEach(base.note);
       const request = pipeline.prepare(ctx, attempt, nb.body);
       const out = await plugin.responses!({ ...base, request, stream });
-      if (out.kind === 'stream') return { kind: 'native-stream', events: await primeStream(out.events, attempt.provider.timeout_ms, base.signal) };
+      if (out.kind === 'stream') return { kind: 'native-stream', events: await primeStream(out.events, attempt.provider.timeout_ms) };
       return { kind: 'native-json', body: out.body };
     }
     const { request, notes } = toChatRequest(body, fit.items, { model, stream, where: whereIn(fit.items) });
     notes.forEach(base.note);
     const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
     const out = await plugin.chat!({ ...base, request: { ...prepared, model: attempt.deployment.model }, stream });
-    if (out.kind === 'stream') return { kind: 'chat-stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms, base.signal) };
+    if (out.kind === 'stream') return { kind: 'chat-stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms) };
     return { kind: 'chat-json', body: out.body };
   });
 
