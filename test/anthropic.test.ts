@@ -576,6 +576,11 @@ t.test('unsupported fields are stripped with notes; temperature above 1 is overr
   t.equal(n.usage.prompt_tokens, 3 * one.usage.prompt_tokens, 'usage summed over the requests');
   t.match(n.debug.normalizations.filter((x: Any) => x.param === 'n'), [{ action: 'override', before: 3, after: 1 }]);
   t.equal(n.debug.normalizations.filter((x: Any) => x.param === 'max_tokens').length, 1, "the copies' notes recorded once");
+  // More than the 8 requests kept in flight: every choice still comes back, in order.
+  const before12 = anth.requests.length;
+  const n12: Any = await create({ model: SONNET, messages: [{ role: 'user', content: 'many' }], n: 12 });
+  t.equal(anth.requests.length - before12, 12);
+  t.same(n12.choices.map((c: Any) => c.index), Array.from({ length: 12 }, (_, i) => i));
 });
 
 t.test('web_search (from the Responses ingress) becomes Anthropic\'s hosted web search tool', async (t) => {

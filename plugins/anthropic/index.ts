@@ -33,16 +33,23 @@ export function messagesUrl(base: string): string {
  * chat validator already refuses n > 1 with `stream`. One failure fails the
  * attempt, and the dispatcher's abort cancels the others.
  */
+const FAN_OUT = 8;
+
 async function fanOut(call: ProviderCall<ChatRequest>, n: number): Promise<ChatCompletion> {
   const one: ChatRequest = { ...call.request, n: undefined };
-  const results = await Promise.all(
-    Array.from({ length: n }, async (_, i) => {
+  // At most FAN_OUT requests in flight: n may be up to 128, and a burst that
+  // size would meet the provider's rate limit rather than serve faster.
+  const results: ChatCompletion[] = new Array(n);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < n; i = next++) {
       // Every copy makes the same notes: record the first copy's only.
       const { body, plan } = toAnthropic(one, call.model, i === 0 ? call.note : () => {}, false);
       const url = messagesUrl(call.provider.base_url);
-      return fromAnthropic(await upstreamJson<MessagesResponse>(call, { url, headers: headers(call), body, mapError: anthropicError }), plan);
-    }),
-  );
+      results[i] = fromAnthropic(await upstreamJson<MessagesResponse>(call, { url, headers: headers(call), body, mapError: anthropicError }), plan);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(n, FAN_OUT) }, worker));
   call.note({ param: 'n', action: 'override', before: n, after: 1, reason: `Anthropic has no 'n': the gateway sent ${n} requests and merged their choices` });
   const merged = results[0];
   merged.choices = results.map((r, i) => ({ ...r.choices[0], index: i }));
