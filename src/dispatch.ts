@@ -169,17 +169,16 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         if (err instanceof UpstreamError) lastUpstream = err;
         else if (!(err instanceof TransportError)) ctx.logger.error({ err, request_id: ctx.id }, 'provider plugin threw');
         core.health.failure(target.model.id, deployment, region);
-        // 429: retry the same target after Retry-After (or backoff) when it is short enough.
-        if (err instanceof UpstreamError && err.status === 429 && retry < provider.retries && attemptsMade < maxAttempts) {
-          const wait = err.retryAfterMs ?? 250 * 2 ** retry;
+        if (err instanceof UpstreamError && err.status === 429) {
           retryAfterMs = err.retryAfterMs;
-          if (wait <= ctx.config.routing.max_retry_wait_ms) {
+          // Retry the same target after Retry-After (or backoff) when it is short enough.
+          const wait = err.retryAfterMs ?? 250 * 2 ** retry;
+          if (retry < provider.retries && attemptsMade < maxAttempts && wait <= ctx.config.routing.max_retry_wait_ms) {
             await sleep(wait, ctx.signal);
             if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
             continue;
           }
         }
-        if (err instanceof UpstreamError && err.status === 429) retryAfterMs = err.retryAfterMs;
         break;
       }
     }
