@@ -5,10 +5,10 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { koaBody } from 'koa-body';
 import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/load.js';
-import type { Endpoint } from './config/schema.js';
+import { sizeBytes, type Endpoint } from './config/schema.js';
+import { readJsonBody } from './body.js';
 import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
@@ -111,39 +111,21 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     }
   });
 
-  // 2. Body: JSON only, with a size limit and a read deadline (408).
-  const parseBody = koaBody({
-    json: true,
-    urlencoded: false,
-    text: false,
-    multipart: false,
-    jsonLimit: config.server.body_limit as string | number,
-    jsonStrict: true,
-    patchNode: false,
-    parsedMethods: ['POST'],
-  } as Parameters<typeof koaBody>[0]);
+  // 2. Body: JSON only, with a size limit and a read deadline (408); src/body.ts.
+  const bodyOptions = { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms };
   app.use(async (kctx, next) => {
     if (kctx.method !== 'POST') return next();
-    if (draining) kctx.set('connection', 'close');
-    const len = kctx.get('content-length');
-    if (!kctx.is('application/json')) {
-      if (len === '0' || (!len && !kctx.get('transfer-encoding'))) throw errors.invalid('Request body is required (JSON).', null, 'missing_body');
-      throw errors.unsupportedMedia("Content-Type must be 'application/json'.");
-    }
-    const timer = setTimeout(() => {
-      kctx.set('connection', 'close');
-      kctx.req.emit('error', Object.assign(new Error('body timeout'), { type: 'request.timeout' }));
-    }, config.server.body_timeout_ms);
+    if (draining) kctx.res.setHeader('connection', 'close');
+    let body: unknown;
     try {
-      await parseBody(kctx, async () => {});
+      body = await readJsonBody(kctx.req, bodyOptions);
     } catch (err) {
-      if ((err as { type?: string }).type === 'request.timeout') throw errors.timeout(`The request body was not received within ${config.server.body_timeout_ms} ms.`);
+      // The rest of an unread body would stall the connection: close it after the answer.
+      if (!kctx.req.complete) kctx.res.setHeader('connection', 'close');
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
-    const body = (kctx.request as unknown as { body: unknown }).body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
+    (kctx.request as unknown as { body: unknown }).body = body;
     return next();
   });
 

@@ -3,6 +3,7 @@
 // no key. Driven over HTTP, with the openai SDK where it can send the request.
 import t from 'tap';
 import http from 'node:http';
+import zlib from 'node:zlib';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { startGateway, openAIConfig, CLIENT_KEY } from './helpers/gateway.js';
@@ -115,6 +116,71 @@ t.test('body sent too slowly -> 408', async (t) => {
   });
   t.equal(res.status, 408);
   t.equal(JSON.parse(res.body).error.type, 'request_timeout_error');
+});
+
+t.test('request body encodings, charsets and shapes', async (t) => {
+  const body = chat();
+  // Compressed bodies are accepted (gzip, deflate, br) and reach the upstream intact.
+  for (const [enc, data] of [
+    ['gzip', zlib.gzipSync(body)],
+    ['deflate', zlib.deflateSync(body)],
+    ['br', zlib.brotliCompressSync(body)],
+  ] as const) {
+    const r = await raw('POST', '/v1/chat/completions', data, { 'content-encoding': enc });
+    t.equal(r.status, 200, `${enc} body accepted`);
+    t.equal(r.json.object, 'chat.completion');
+  }
+  const badGzip = await raw('POST', '/v1/chat/completions', Buffer.from('not gzip at all'), { 'content-encoding': 'gzip' });
+  t.equal(badGzip.status, 400);
+  envelopeOk(t, badGzip, 'invalid_request_error');
+  t.equal(badGzip.json.error.code, 'invalid_encoding');
+  const unknownEnc = await raw('POST', '/v1/chat/completions', body, { 'content-encoding': 'zstd-custom' });
+  t.equal(unknownEnc.status, 415);
+  t.match(unknownEnc.json.error.message, /Content-Encoding 'zstd-custom'/);
+  // The limit applies to the decompressed size: a small gzip of a large body is refused.
+  const bomb = await raw('POST', '/v1/chat/completions', zlib.gzipSync(chat({ user: 'x'.repeat(50_000) })), { 'content-encoding': 'gzip' });
+  t.equal(bomb.status, 413);
+  t.equal(bomb.json.error.code, 'request_too_large');
+  // Charset: UTF-8 (any spelling) is fine, anything else is a 415 naming it.
+  const utf8 = await raw('POST', '/v1/chat/completions', body, { 'content-type': 'Application/JSON; charset="UTF-8"' });
+  t.equal(utf8.status, 200);
+  const latin1 = await raw('POST', '/v1/chat/completions', body, { 'content-type': 'application/json; charset=latin1' });
+  t.equal(latin1.status, 415);
+  t.match(latin1.json.error.message, /charset 'latin1'/);
+  // application/json only: a +json suffix type is another media type.
+  const suffix = await raw('POST', '/v1/chat/completions', body, { 'content-type': 'application/vnd.api+json' });
+  t.equal(suffix.status, 415);
+  // An empty JSON body and a __proto__ key (even escaped) are 400s.
+  const empty = await raw('POST', '/v1/chat/completions', '');
+  t.equal(empty.status, 400);
+  t.equal(empty.json.error.code, 'missing_body');
+  const noBodyNoType = await raw('POST', '/v1/chat/completions', undefined, { 'content-type': '' });
+  t.equal(noBodyNoType.status, 400);
+  t.equal(noBodyNoType.json.error.code, 'missing_body');
+  for (const key of ['"__proto__"', '"\\u005f_proto__"']) {
+    const proto = await raw('POST', '/v1/chat/completions', `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"metadata":{${key}:{"admin":true}}}`);
+    t.equal(proto.status, 400, `${key} refused`);
+    t.equal(proto.json.error.code, 'invalid_json');
+    t.match(proto.json.error.message, /__proto__/);
+  }
+  // A key merely containing the word is fine.
+  const fine = await raw('POST', '/v1/chat/completions', chat({ metadata: { not__proto__: 'x' } }));
+  t.equal(fine.status, 200);
+});
+
+t.test('a body over the limit closes the connection instead of reading the rest', async (t) => {
+  const { port } = new URL(gw.url);
+  const res = await new Promise<{ status: number; connection?: string }>((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection }));
+    });
+    req.on('error', reject);
+    // 3 KiB now (over the 2 KiB limit) and the stream left open.
+    req.write('{"model":"' + 'x'.repeat(3000));
+  });
+  t.equal(res.status, 413);
+  t.equal(res.connection, 'close');
 });
 
 t.test('unknown route -> 404 envelope; wrong method -> 405', async (t) => {

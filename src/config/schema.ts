@@ -14,11 +14,23 @@ export const ENDPOINTS = ['chat_completions', 'messages', 'responses', 'images_g
 export const MODEL_STATUS = ['active', 'deprecated', 'retired'] as const;
 export const MODALITIES = ['text', 'image', 'audio', 'video', 'pdf'] as const;
 
+/** A byte size: `512`, `512b`, `64kb`, `20mb`, `1gb` (units of 1024). */
+export const SIZE = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$/i;
+
+/** Bytes in a size accepted by `SIZE`, or a number of bytes. */
+export function sizeBytes(size: string | number): number {
+  if (typeof size === 'number') return size;
+  const m = SIZE.exec(size);
+  if (!m) throw new Error(`not a size: ${size}`);
+  const unit = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }[(m[2] ?? 'b').toLowerCase() as 'b'];
+  return Math.floor(Number(m[1]) * unit);
+}
+
 const ServerSchema = v.strictObject({
   host: v.optional(v.string(), '0.0.0.0'),
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535)), 8080),
   /** Largest accepted request body, as bytes or a size such as `10mb`. */
-  body_limit: v.optional(v.union([v.string(), positiveInt]), '20mb'),
+  body_limit: v.optional(v.union([v.pipe(v.string(), v.regex(SIZE, "must be a size such as '20mb', '512kb' or a number of bytes")), positiveInt]), '20mb'),
   /** A client that has not sent its whole body within this time gets a 408. */
   body_timeout_ms: v.optional(positiveInt, 30_000),
   /** SIGTERM: how long in-flight requests may run before the process exits anyway. */

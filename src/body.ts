@@ -1,0 +1,127 @@
+// The request body reader: JSON only, with a byte limit (413), a read deadline
+// (408), gzip/deflate/br request bodies, and `__proto__` keys refused.
+//
+// It replaces koa-body on the ingress. koa-body (co-body, raw-body, inflation,
+// type-is, mime-types, iconv-lite, bourne) cost about 30–40 µs of CPU per
+// request on the benchmark's passthrough row, the largest single library cost
+// the gateway had; a Koa app that only proxies ran at 0.72x the plain proxy
+// with koa-body and 0.75–0.86x with this reader (BENCHMARKS.md, "Framework
+// floor"). The gateway accepts one media type and one charset, so the general
+// machinery bought nothing.
+import type { IncomingMessage } from 'node:http';
+import zlib from 'node:zlib';
+import { errors, GatewayError } from './errors.js';
+
+export interface BodyOptions {
+  /** Largest body accepted, in bytes (after decompression). */
+  limit: number;
+  /** Whole-body read deadline; 0 disables it. */
+  timeoutMs: number;
+}
+
+/** `application/json`, with an optional `charset=utf-8` (or us-ascii) parameter. */
+export function contentTypeIsJson(header: string | undefined): boolean {
+  if (!header) return false;
+  const semi = header.indexOf(';');
+  const type = (semi === -1 ? header : header.slice(0, semi)).trim().toLowerCase();
+  return type === 'application/json';
+}
+
+function charsetOf(header: string): string | undefined {
+  const m = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(header);
+  return m?.[1].toLowerCase();
+}
+
+// `"__proto__"` as a key, possibly with JSON escapes in it.
+const SUSPECT = /"(?:_|\\u005[fF])(?:_|\\u005[fF])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[fF])(?:t|\\u0074)(?:o|\\u006[fF])(?:_|\\u005[fF])(?:_|\\u005[fF])"\s*:/;
+
+/** Parse JSON text; a `__proto__` key anywhere is refused (it would re-prototype an object a plugin copies into). */
+export function parseJsonText(text: string): unknown {
+  if (!SUSPECT.test(text)) return JSON.parse(text);
+  return JSON.parse(text, (k, v) => {
+    if (k === '__proto__') throw new GatewayError(400, 'invalid_request_error', "Request body must not contain a '__proto__' key.", { code: 'invalid_json' });
+    return v;
+  });
+}
+
+/**
+ * Read and parse the JSON body of `req`. Errors are GatewayErrors with the
+ * statuses of decisions.md: 415 for another media type, charset or encoding,
+ * 413 over the limit, 408 past the deadline, 400 for an empty or invalid body.
+ * After an error the connection is marked to close (the rest of the body is
+ * not read).
+ */
+export function readJsonBody(req: IncomingMessage, o: BodyOptions): Promise<unknown> {
+  const ct = req.headers['content-type'];
+  if (!contentTypeIsJson(ct)) {
+    const len = req.headers['content-length'];
+    if (len === '0' || (!len && !req.headers['transfer-encoding'])) return Promise.reject(errors.invalid('Request body is required (JSON).', null, 'missing_body'));
+    return Promise.reject(errors.unsupportedMedia("Content-Type must be 'application/json'."));
+  }
+  const charset = charsetOf(ct!);
+  if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii')
+    return Promise.reject(errors.unsupportedMedia(`Unsupported charset '${charset}' in Content-Type: JSON bodies must be UTF-8.`));
+  const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
+  let source: NodeJS.ReadableStream & { destroy?(): void } = req;
+  if (encoding !== 'identity') {
+    const make = encoding === 'gzip' || encoding === 'x-gzip' ? zlib.createGunzip : encoding === 'deflate' ? zlib.createInflate : encoding === 'br' ? zlib.createBrotliDecompress : undefined;
+    if (!make) return Promise.reject(errors.unsupportedMedia(`Unsupported Content-Encoding '${encoding}': use gzip, deflate, br or none.`));
+    source = req.pipe(make());
+  } else {
+    const declared = Number(req.headers['content-length']);
+    if (declared > o.limit) return Promise.reject(errors.tooLarge('Request body is larger than the configured limit (server.body_limit).'));
+  }
+
+  return new Promise<unknown>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const timer = o.timeoutMs > 0 ? setTimeout(() => fail(errors.timeout(`The request body was not received within ${o.timeoutMs} ms.`)), o.timeoutMs) : undefined;
+    const cleanup = () => {
+      done = true;
+      if (timer) clearTimeout(timer);
+      source.removeListener('data', onData);
+      source.removeListener('end', onEnd);
+      source.removeListener('error', onDecodeError);
+      req.removeListener('error', onAborted);
+      req.removeListener('close', onClose);
+    };
+    // What is left of the body is not read; the caller closes the connection (req.complete is false).
+    const fail = (err: Error) => {
+      if (done) return;
+      cleanup();
+      if (source !== req) {
+        req.unpipe();
+        source.destroy?.();
+      }
+      req.pause();
+      reject(err);
+    };
+    const onData = (c: Buffer) => {
+      size += c.length;
+      if (size > o.limit) return fail(errors.tooLarge('Request body is larger than the configured limit (server.body_limit).'));
+      chunks.push(c);
+    };
+    const onEnd = () => {
+      if (done) return;
+      cleanup();
+      const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      if (!buf.length) return reject(errors.invalid('Request body is required (JSON).', null, 'missing_body'));
+      try {
+        resolve(parseJsonText(buf.toString('utf8')));
+      } catch (err) {
+        reject(err instanceof GatewayError ? err : errors.invalid('Request body is not valid JSON.', null, 'invalid_json'));
+      }
+    };
+    const onDecodeError = () => fail(errors.invalid(`The request body is not valid ${encoding} data.`, null, 'invalid_encoding'));
+    const onAborted = () => fail(errors.invalid('The client aborted the request.', null, 'client_aborted'));
+    const onClose = () => {
+      if (!req.complete) onAborted();
+    };
+    source.on('data', onData);
+    source.once('end', onEnd);
+    if (source !== req) source.once('error', onDecodeError);
+    req.once('error', onAborted);
+    req.once('close', onClose);
+  });
+}
