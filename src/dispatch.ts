@@ -32,6 +32,7 @@ export class Health {
     return `${model}|${d.provider}|${region}|${d.model}`;
   }
   isCooling(model: string, d: DeploymentConfig, region: string, now = Date.now()): boolean {
+    if (this.state.size === 0) return false; // the common case: nothing has failed lately
     const s = this.state.get(this.key(model, d, region));
     return !!s && s.until > now;
   }
@@ -46,7 +47,7 @@ export class Health {
     this.state.set(k, s);
   }
   success(model: string, d: DeploymentConfig, region: string) {
-    this.state.delete(this.key(model, d, region));
+    if (this.state.size !== 0) this.state.delete(this.key(model, d, region));
   }
 }
 
@@ -56,6 +57,10 @@ export function regionOf(d: DeploymentConfig, p: ProviderConfig): string {
 
 function pickDeployment(ctx: RequestContext, target: Target, health: Health): { deployment: DeploymentConfig; provider: ProviderConfig } {
   const m = target.model;
+  if (m.deployments.length === 1 && m.routing !== 'weighted') {
+    const deployment = m.deployments[0];
+    return { deployment, provider: ctx.config.providers.get(deployment.provider)! };
+  }
   const options = m.deployments.map((d) => ({ deployment: d, provider: ctx.config.providers.get(d.provider)! }));
   const live = options.filter((o) => !health.isCooling(m.id, o.deployment, regionOf(o.deployment, o.provider)));
   const pool = live.length ? live : options;

@@ -63,6 +63,22 @@ export function batchedStdout(fd = 1, maxDelayMs = 50, batchBytes = 4096): Desti
   };
 }
 
+/**
+ * pino's ISO timestamp, formatted at most once per millisecond: at thousands
+ * of lines a second most lines share their millisecond with the one before
+ * (pino's own isoTime formats a Date for every line).
+ */
+let lastMs = 0;
+let lastStamp = '';
+export function isoTimeCached(): string {
+  const now = Date.now();
+  if (now !== lastMs) {
+    lastMs = now;
+    lastStamp = `,"time":"${new Date(now).toISOString()}"`;
+  }
+  return lastStamp;
+}
+
 export function createLogger(level: string, dest?: DestinationStream): Logger {
   const stream = dest ?? batchedStdout();
   return pino(
@@ -71,7 +87,7 @@ export function createLogger(level: string, dest?: DestinationStream): Logger {
       base: undefined,
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       formatters: { level: (label) => ({ level: label }) },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: isoTimeCached,
     },
     stream,
   );

@@ -52,6 +52,14 @@ export interface Gateway {
 
 const ID_RE = /^[\w.:-]{1,128}$/;
 
+/** The request path without its query (Koa's `ctx.path`, without parsing the URL for the usual origin-form target). */
+function pathOf(kctx: Koa.Context): string {
+  const url = kctx.req.url ?? '/';
+  if (url.charCodeAt(0) !== 47 /* / */) return kctx.path;
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
 export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const { config } = opts;
   const logger = opts.logger ?? createLogger(config.server.log_level);
@@ -72,24 +80,24 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   let draining = false;
 
   // 1. Error mapping and the access log: one place decides what a client sees.
+  // (Hot path: the Node request and response are used directly where Koa's
+  // delegating getters would only add cost.)
   app.use(async (kctx, next) => {
     const started = performance.now();
-    const incoming = kctx.get('x-request-id');
-    const id = incoming && ID_RE.test(incoming) ? incoming : randomUUID();
+    const { req, res } = kctx;
+    const incoming = req.headers['x-request-id'];
+    const id = typeof incoming === 'string' && ID_RE.test(incoming) ? incoming : randomUUID();
+    const path = pathOf(kctx);
     kctx.state.requestId = id;
-    kctx.set('x-request-id', id);
-    const logFields: Record<string, unknown> = {};
-    kctx.state.log = logFields;
-    kctx.res.once('close', () => {
-      const rec = {
-        request_id: id,
-        method: kctx.method,
-        path: kctx.path,
-        status: kctx.res.headersSent ? kctx.res.statusCode : kctx.status,
-        latency_ms: Math.round((performance.now() - started) * 100) / 100,
-        ...logFields,
-      };
-      if (!kctx.res.writableFinished) (rec as Record<string, unknown>).client_closed = true;
+    kctx.state.path = path;
+    res.setHeader('x-request-id', id);
+    // The access-log record, filled in by the core and the plugins (ctx.log) as the request goes.
+    const rec: Record<string, unknown> = { request_id: id, method: req.method, path, status: 0, latency_ms: 0 };
+    kctx.state.log = rec;
+    res.once('close', () => {
+      rec.status = res.headersSent ? res.statusCode : kctx.status;
+      rec.latency_ms = Math.round((performance.now() - started) * 100) / 100;
+      if (!res.writableFinished) rec.client_closed = true;
       logger.info(rec, 'request');
     });
     try {
@@ -100,7 +108,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     } catch (err) {
       const { error, internal } = toGatewayError(err);
       if (internal) logger.error({ err, request_id: id }, 'unhandled error');
-      logFields.error = error.code ?? error.type;
+      rec.error = error.code ?? error.type;
       if (kctx.res.headersSent) {
         kctx.res.destroy();
         return;
@@ -114,7 +122,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   // 2. Body: JSON only, with a size limit and a read deadline (408); src/body.ts.
   const bodyOptions = { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms };
   app.use(async (kctx, next) => {
-    if (kctx.method !== 'POST') return next();
+    if (kctx.req.method !== 'POST') return next();
     if (draining) kctx.res.setHeader('connection', 'close');
     let body: unknown;
     try {
@@ -149,19 +157,23 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     { endpoint: 'chat_completions', method: 'POST', path: '/v1/chat/completions', validate: validateChat, terminal: chatTerminal },
     ...(opts.endpoints ?? []),
   ];
+  // POST endpoints with a fixed path are found by one map lookup before the
+  // router (which still knows them, for 405s and other spellings of the path).
+  const exactPost = new Map<string, (kctx: Koa.Context) => Promise<void>>();
   for (const spec of specs) {
     const handler = async (kctx: Koa.Context) => {
+      const { req, res } = kctx;
       const ac = new AbortController();
-      kctx.res.once('close', () => {
-        if (!kctx.res.writableFinished) ac.abort();
+      res.once('close', () => {
+        if (!res.writableFinished) ac.abort();
       });
       const raw = (kctx.request as unknown as { body?: Record<string, unknown> }).body ?? {};
       const ctx: RequestContext = {
         id: kctx.state.requestId,
         endpoint: spec.endpoint,
-        method: kctx.method,
-        path: kctx.path,
-        headers: kctx.headers,
+        method: req.method!,
+        path: kctx.state.path,
+        headers: req.headers,
         signal: ac.signal,
         config,
         logger,
@@ -183,7 +195,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (!out) throw errors.internal();
       if (out.kind === 'json') {
         kctx.status = out.status ?? 200;
-        kctx.body = out.body;
+        // Serialised here with the type Koa would give it, saving Koa the media-type lookup.
+        res.setHeader('content-type', 'application/json; charset=utf-8');
+        kctx.body = JSON.stringify(out.body);
         return;
       }
       kctx.respond = false;
@@ -199,11 +213,16 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       });
       ctx.log.stream = result;
     };
+    if (spec.method === 'POST' && !spec.path.includes(':') && !spec.path.includes('*')) exactPost.set(spec.path, handler);
     if (spec.method === 'POST') router.post(spec.path, handler);
     else if (spec.method === 'GET') router.get(spec.path, handler);
     else router.delete(spec.path, handler);
   }
 
+  app.use((kctx, next) => {
+    const h = kctx.req.method === 'POST' ? exactPost.get(kctx.state.path) : undefined;
+    return h ? h(kctx) : next();
+  });
   app.use(router.routes());
   app.use(async (kctx, next) => {
     // Known path, wrong method.

@@ -16,6 +16,7 @@
 import { EventEmitter } from 'node:events';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ClientRequest } from 'node:http';
 import https from 'node:https';
+import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 
@@ -189,12 +190,15 @@ export function createProxyTransport(): Transport {
 export function createHttpTransport(): Transport {
   const agents = createAgents();
   // Parsed upstream URLs: a provider calls a handful of URLs, and new URL() is not free.
-  const targets = new Map<string, { isHttps: boolean; hostname: string; port: string; path: string; host: string }>();
+  const targets = new Map<string, { isHttps: boolean; hostname: string; port: string; path: string; host: string; servername: string }>();
   const targetOf = (url: string) => {
     let t = targets.get(url);
     if (!t) {
       const u = new URL(url);
-      t = { isHttps: u.protocol === 'https:', hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port, path: u.pathname + u.search, host: u.host };
+      const hostname = u.hostname.replace(/^\[(.*)\]$/, '$1');
+      // SNI name, worked out once (the agent would parse the host header per request): none for an IP address or plain http.
+      const servername = u.protocol === 'https:' && !isIP(hostname) ? hostname : '';
+      t = { isHttps: u.protocol === 'https:', hostname, port: u.port, path: u.pathname + u.search, host: u.host, servername };
       if (targets.size > 1000) targets.clear();
       targets.set(url, t);
     }
@@ -243,6 +247,7 @@ export function createHttpTransport(): Transport {
             path: target.path,
             method: r.method ?? 'POST',
             headers,
+            servername: target.servername,
             agent: agents.get(r.pool, target.isHttps, r.maxSockets ?? 256),
           },
           (res) => finish(null, res),

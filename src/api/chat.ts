@@ -98,9 +98,16 @@ interface Backend {
  * gives a fingerprint of the backend that served (provider + upstream model)
  * and the default tier.
  */
+const fingerprints = new Map<string, string>();
 function backendFields(ctx: RequestContext, model: string): Backend {
   const served = `${ctx.log.provider ?? ''}|${model}|${ctx.log.upstream_model ?? ''}`;
-  return { system_fingerprint: 'fp_' + createHash('sha256').update(served).digest('hex').slice(0, 10), service_tier: 'default' };
+  let fp = fingerprints.get(served);
+  if (fp === undefined) {
+    fp = 'fp_' + createHash('sha256').update(served).digest('hex').slice(0, 10);
+    if (fingerprints.size >= 10_000) fingerprints.clear(); // served combinations come from the config: a bound, not an eviction policy
+    fingerprints.set(served, fp);
+  }
+  return { system_fingerprint: fp, service_tier: 'default' };
 }
 
 function fillBackend(o: Record<string, unknown>, b: Backend): void {
