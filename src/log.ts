@@ -22,14 +22,14 @@ export const REDACT_PATHS = [
 
 /**
  * Standard output for the logger, written asynchronously (sonic-boom hands
- * each write to libuv's thread pool) and batched: lines are held until 4 KiB
+ * each write to libuv's thread pool) and batched: lines are held until 16 KiB
  * are waiting or 50 ms have passed since the first of them. Every write is a
  * round trip to a pool thread and back; one per request line cost ~15% of the
  * gateway's throughput on the benchmark machine (BENCHMARKS.md). A quiet
  * gateway still shows each line within 50 ms, `logger.flush()` writes at once,
  * and held lines are written synchronously when the process exits.
  */
-export function batchedStdout(fd = 1, maxDelayMs = 50, batchBytes = 4096): DestinationStream & { flush(cb?: (err?: Error) => void): void; flushSync(): void } {
+export function batchedStdout(fd = 1, maxDelayMs = 50, batchBytes = 16384): DestinationStream & { flush(cb?: (err?: Error) => void): void; flushSync(): void } {
   const boom = pino.destination({ fd, sync: false });
   let held = '';
   let timer: NodeJS.Timeout | undefined;

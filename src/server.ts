@@ -79,6 +79,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const router = new Router();
   let ready = false;
   let draining = false;
+  let inflight = 0; // requests whose response has not closed yet (drained on shutdown)
 
   // 1. Error mapping and the access log: one place decides what a client sees.
   // (Hot path: the Node request and response are used directly where Koa's
@@ -95,7 +96,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     // The access-log record, filled in by the core and the plugins (ctx.log) as the request goes.
     const rec: Record<string, unknown> = { request_id: id, method: req.method, path, status: 0, latency_ms: 0 };
     kctx.state.log = rec;
+    inflight++;
+    // One close listener per request: abort the upstream call of a client that left, write the log line.
     res.once('close', () => {
+      inflight--;
+      if (!res.writableFinished) (kctx.state.abort as AbortController | undefined)?.abort();
       rec.status = res.headersSent ? res.statusCode : kctx.status;
       rec.latency_ms = Math.round((performance.now() - started) * 100) / 100;
       if (!res.writableFinished) rec.client_closed = true;
@@ -163,11 +168,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const exactPost = new Map<string, (kctx: Koa.Context) => Promise<void>>();
   for (const spec of specs) {
     const handler = async (kctx: Koa.Context) => {
-      const { req, res } = kctx;
+      const { req } = kctx;
+      const res = kctx.res;
+      // Aborted by the core's close listener when the client leaves first.
       const ac = new AbortController();
-      res.once('close', () => {
-        if (!res.writableFinished) ac.abort();
-      });
+      kctx.state.abort = ac;
       const raw = (kctx.request as unknown as { body?: Record<string, unknown> }).body ?? {};
       const ctx: RequestContext = {
         id: kctx.state.requestId,
@@ -240,11 +245,6 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }, app.callback());
-  const inflight = new Set<http.ServerResponse>();
-  server.on('request', (_req, res) => {
-    inflight.add(res);
-    res.once('close', () => inflight.delete(res));
-  });
 
   return {
     app,
@@ -268,7 +268,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       server.closeIdleConnections();
       const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());
       const drained = (async () => {
-        while (inflight.size) await new Promise((r) => setTimeout(r, 20));
+        while (inflight > 0) await new Promise((r) => setTimeout(r, 20));
       })();
       await Promise.race([drained, deadline]);
       server.closeAllConnections();

@@ -216,24 +216,26 @@ export function createHttpTransport(): Transport {
         else if (r.method !== 'GET') headers['content-length'] = '0';
 
         let settled = false;
+        let upstream: IncomingMessage | undefined;
         const finish = (err: Error | null, res?: IncomingMessage) => {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
-          r.signal.removeEventListener('abort', onAbort);
           if (err) {
+            r.signal.removeEventListener('abort', onAbort);
             req.destroy();
             reject(err);
             return;
           }
-          const upstream = res!;
-          // After the headers, an abort still has to tear the stream down.
-          const onLateAbort = () => upstream.destroy(new TransportError('aborted', 'ABORTED'));
-          r.signal.addEventListener('abort', onLateAbort, { once: true });
-          upstream.once('close', () => r.signal.removeEventListener('abort', onLateAbort));
+          upstream = res!;
+          // The abort listener stays until the body is done: an abort after the headers tears the stream down.
+          upstream.once('close', () => r.signal.removeEventListener('abort', onAbort));
           resolve({ status: upstream.statusCode ?? 502, headers: upstream.headers, body: upstream });
         };
-        const onAbort = () => finish(new TransportError('request aborted', 'ABORTED'));
+        const onAbort = () => {
+          if (upstream) upstream.destroy(new TransportError('aborted', 'ABORTED'));
+          else finish(new TransportError('request aborted', 'ABORTED'));
+        };
         r.signal.addEventListener('abort', onAbort, { once: true });
         const timer = setTimeout(
           () => finish(new TransportError(`no response within ${r.firstByteTimeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE')),
