@@ -2,6 +2,7 @@
 // check, error mapping, JSON and SSE bodies. The framing is parsed in one place
 // (src/sse.ts); providers only see events.
 import type { ProviderCall } from './plugin.js';
+import type { IncomingMessage } from 'node:http';
 import { readBody, type UpstreamResponse } from './upstream.js';
 import { parseSSE, type SSEEvent } from './sse.js';
 import type { ErrorBody } from './errors.js';
@@ -84,7 +85,35 @@ export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCal
     res.body.resume();
     throw unparseable(`the provider answered a stream request with content-type "${ct || 'none'}"`);
   }
-  return parseSSE(res.body);
+  return parseSSE(reusable(res.body));
+}
+
+/**
+ * The body's chunks, without destroying the response when the consumer stops
+ * early. Provider plugins stop at their terminal event ([DONE],
+ * message_stop), usually before the response's own end has been read; a
+ * destroyed response closes its socket, so every stream used to cost a new
+ * upstream connection (connect, close, slow start) on both sides. When the
+ * consumer stops early, a response that is complete is drained back into the
+ * keep-alive pool; one still arriving gets 100 ms to finish and is destroyed
+ * after that (a consumer that stopped on an error does not wait on the
+ * upstream).
+ */
+export async function* reusable(body: IncomingMessage): AsyncGenerator<Buffer> {
+  let ended = false;
+  try {
+    for await (const chunk of body.iterator({ destroyOnReturn: false })) yield chunk as Buffer;
+    ended = true;
+  } finally {
+    if (!ended && !body.destroyed) {
+      if (!body.complete) {
+        const t = setTimeout(() => body.destroy(), 100);
+        body.once('end', () => clearTimeout(t));
+        body.once('close', () => clearTimeout(t));
+      }
+      body.resume();
+    }
+  }
 }
 
 export function unparseable(message: string): UpstreamError {

@@ -35,6 +35,28 @@ const provider = createOpenAICompatible({ name: 'gateway', baseURL: gw.baseURL, 
 const MODELS = ['openai/gpt-4.1-mini', 'anthropic/claude-sonnet-4-5', 'google/gemini-2.5-flash'];
 const tools = [{ type: 'function' as const, function: { name: 'get_weather', description: 'Current weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
 
+const mockOf: Record<string, { connections: number }> = { 'openai/gpt-4.1-mini': oai, 'anthropic/claude-sonnet-4-5': ant, 'google/gemini-2.5-flash': gem };
+
+for (const model of MODELS) {
+  t.test(`${model}: streams one after another reuse one upstream connection`, async (t) => {
+    // A provider plugin stops at its terminal event, before the response's own
+    // end: the upstream response must go back to the keep-alive pool, not be
+    // destroyed (which cost a new connection per stream).
+    const warm = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Say hello' }], stream: true });
+    for await (const _ of warm);
+    await new Promise((r) => setTimeout(r, 20));
+    const before = mockOf[model].connections;
+    for (let i = 0; i < 5; i++) {
+      const s = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Say hello' }], stream: true });
+      let text = '';
+      for await (const c of s) text += c.choices[0]?.delta?.content ?? '';
+      t.ok(text.length > 0, `stream ${i + 1} has text`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    t.equal(mockOf[model].connections - before, 0, 'no new upstream connection for 5 more streams');
+  });
+}
+
 for (const model of MODELS) {
   t.test(`${model}: plain completion is OpenAI-shaped`, async (t) => {
     const r = await client.chat.completions.create({ model, messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello' }] });

@@ -508,7 +508,8 @@ export function toGemini(req: ChatRequest, opts: MapOptions): GeminiPlan {
       if (tools) body.tools = tools;
       if (toolConfig) body.toolConfig = toolConfig;
     }
-    if (Object.keys(gen).length) body.generationConfig = structuredClone(gen);
+    // A copy only where it can be changed (native_fields merge into it) or shared (the cached variant).
+    if (Object.keys(gen).length) body.generationConfig = req.native_fields || !withContext ? structuredClone(gen) : gen;
     applyNative(req, body, noteFn);
     return body;
   };

@@ -52,6 +52,8 @@ export interface MockServer {
   url: string;
   port: number;
   requests: Recorded[];
+  /** TCP connections accepted so far (keep-alive reuse shows as fewer connections than requests). */
+  readonly connections: number;
   faults: Fault[];
   /** Queue faults for the next requests, in order. */
   fail(...f: Fault[]): void;
@@ -63,6 +65,7 @@ export async function startMock(handler: Handler): Promise<MockServer> {
   const requests: Recorded[] = [];
   const faults: Fault[] = [];
   const sockets = new Set<import('node:net').Socket>();
+  let connections = 0;
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -128,6 +131,7 @@ export async function startMock(handler: Handler): Promise<MockServer> {
     res.end(reply.json === undefined ? '' : JSON.stringify(reply.json));
   });
   server.on('connection', (s) => {
+    connections++;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
@@ -137,6 +141,9 @@ export async function startMock(handler: Handler): Promise<MockServer> {
     url: `http://127.0.0.1:${port}`,
     port,
     requests,
+    get connections() {
+      return connections;
+    },
     faults,
     fail: (...f) => faults.push(...f),
     reset() {
