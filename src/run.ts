@@ -49,6 +49,8 @@ const MAX_EARLY_DEATHS = 5;
 
 function runPrimary(config: GatewayConfig, count: number): void {
   const logger = createLogger(config.server.log_level);
+  if (config.storage.responses_db === ':memory:')
+    logger.warn({ workers: count }, "storage.responses_db is ':memory:' with several workers: each worker keeps its own stored responses, so GET /v1/responses/{id} and previous_response_id only find responses the same worker stored; use a file (shared in WAL mode) or workers: 1");
   const serving = new WeakSet<Worker>();
   let earlyDeaths = 0;
   let stopping = false;

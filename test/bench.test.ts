@@ -159,3 +159,19 @@ t.test('mock upstream: the four wire formats, strict checks, paced streams', asy
   const tp = await throughput({ origin, path: '/v1/chat/completions', headers: {}, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }] }), stream: false }, 2, 0.3);
   t.ok(tp.ok > 0 && tp.failed === 0);
 });
+
+t.test('the framework-floor / A-B harness runs: plain proxy, a Koa variant, this build', async (t) => {
+  const { runFloor } = await import('../bench/floor.js');
+  const { PROJECT_ROOT } = await import('../bench/processes.js');
+  const rows = await runFloor({ rounds: 1, durationS: 0.3, gateways: [['gateway', PROJECT_ROOT]], variants: ['koa-bare'], print: false });
+  t.same(
+    rows.map((r) => r.label),
+    ['plain', 'koa-bare', 'gateway'],
+  );
+  for (const r of rows) {
+    t.ok(finite(r.ratio) && r.ratio > 0, `${r.label}: ratio`);
+    t.ok(finite(r.rps) && r.rps > 0, `${r.label}: req/s`);
+    t.ok(finite(r.cpu_us) && r.cpu_us > 0, `${r.label}: CPU per request`);
+  }
+  t.equal(rows[0].ratio, 1, 'the plain proxy is the reference');
+});

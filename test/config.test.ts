@@ -169,13 +169,15 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout.on('data', (c) => {
       out += c;
-      const m = /"port":(\d+)/.exec(out);
+      // The ready line of a worker (the default is one per core; the primary's own line carries the configured port, 0).
+      const m = /"port":(\d+)[^\n]*"msg":"model-gateway ready"/.exec(out);
       if (m) resolve(Number(m[1]));
     });
     child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
   });
   const h = await fetch(`http://127.0.0.1:${port}/healthz`);
   t.equal(h.status, 200);
+  if (os.availableParallelism() > 1) t.match(out, /"workers":\d+[^\n]*primary: starting workers/, 'no server.workers: one worker per core');
   const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: 'Bearer k-start-1', 'content-type': 'application/json' },

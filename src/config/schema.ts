@@ -35,8 +35,8 @@ const ServerSchema = v.strictObject({
   body_timeout_ms: v.optional(positiveInt, 30_000),
   /** SIGTERM: how long in-flight requests may run before the process exits anyway. */
   shutdown_timeout_ms: v.optional(positiveInt, 10_000),
-  /** Worker processes (Node cluster). 0 means one per core. */
-  workers: v.optional(nonNegativeInt, 1),
+  /** Worker processes (Node cluster). 0 (the default) means one per core; 1 serves from a single process. */
+  workers: v.optional(nonNegativeInt, 0),
   /** Log level for the access log and gateway events. */
   log_level: v.optional(v.picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
   /** Upstream transport: `http` (plain node:http on keep-alive agents) or `proxy` (http-proxy-3). `http` measured ~25% more throughput (BENCHMARKS.md). */
