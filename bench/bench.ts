@@ -44,6 +44,8 @@ export interface BenchOptions {
   throughputS: number;
   /** Seconds per concurrency-1 measurement. */
   serialS: number;
+  /** Seconds per measurement of the paired ratios (each round). */
+  pairS: number;
   warmupS: number;
   connections: number;
   /** Text deltas per answer (the response size). */
@@ -68,11 +70,23 @@ export interface BenchOptions {
   print: boolean;
 }
 
+/** The ratios the targets are judged on: [name, numerator row, denominator row]. */
+export const RATIOS: [string, string, string][] = [
+  ['passthrough gateway/plain', 'gw-openai', 'plain-chat'],
+  ['passthrough gateway/portkey', 'gw-openai', 'portkey-chat'],
+  ['anthropic translated gateway/plain', 'gw-anthropic', 'plain-chat'],
+  ['gemini translated gateway/plain', 'gw-gemini', 'plain-chat'],
+  ['responses translated gateway/plain', 'gw-responses', 'plain-chat'],
+  ['passthrough stream gateway/plain', 'gw-openai-stream', 'plain-chat-stream'],
+  ['passthrough 2 workers / 1 worker', 'gw2-openai', 'gw-openai'],
+];
+
 export const FULL: BenchOptions = {
   quick: false,
   rounds: 3,
   throughputS: 3,
   serialS: 1.5,
+  pairS: 1,
   warmupS: 1,
   connections: 32,
   tokens: 16,
@@ -95,6 +109,7 @@ export const QUICK: BenchOptions = {
   rounds: 1,
   throughputS: 1.2,
   serialS: 0.5,
+  pairS: 0.5,
   warmupS: 0.3,
   startupSamples: 1,
   streams: { count: 2000, events: 40, paceMs: 100, rampMs: 2000 },
@@ -490,8 +505,22 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     const notePeak = (r: RowDef, v: number) => {
       if (r.group && Number.isFinite(v)) peaks.set(r.id, Math.max(peaks.get(r.id) ?? 0, v));
     };
+    // Paired ratios: on a shared VM the speed drifts by ±25% within a minute,
+    // so a ratio of two rows measured half a round apart is partly drift. Each
+    // round therefore also measures every ratio's rows back to back, the
+    // denominator before and after each numerator (den, a, den, b, den, …), and
+    // the ratio is a / geometric mean of the two neighbours; the reported ratio
+    // is the median over rounds.
+    const byRowId = new Map(c32Rows.map((r) => [r.id, r]));
+    const chains = RATIOS.reduce<{ den: string; nums: { key: string; num: string }[] }[]>((acc, [key, num, den]) => {
+      if (!byRowId.has(num) || !byRowId.has(den)) return acc;
+      const c = acc.find((x) => x.den === den) ?? (acc.push({ den, nums: [] }), acc[acc.length - 1]);
+      c.nums.push({ key, num });
+      return acc;
+    }, []);
+    const paired = new Map<string, number[]>();
     for (let round = 0; round < o.rounds; round++) {
-      log(o, `round ${round + 1}/${o.rounds}: ${c32Rows.length} rows × ${o.throughputS} s at ${o.connections} connections, ${c1Rows.length} rows × ${o.serialS} s at 1…`);
+      log(o, `round ${round + 1}/${o.rounds}: ${c32Rows.length} rows × ${o.throughputS} s at ${o.connections} connections, ${c1Rows.length} rows × ${o.serialS} s at 1, paired ratios…`);
       // Round-robin, starting one row later each round so no row always follows the same one.
       const rot = <T>(xs: T[]) => xs.map((_, i) => xs[(i + round) % xs.length]);
       for (const r of rot(c32Rows)) {
@@ -499,6 +528,16 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         const res = await throughput(r.spec!, o.connections, o.throughputS);
         if (r.group) notePeak(r, sampler.take(r.group));
         tp.set(r.id, [...(tp.get(r.id) ?? []), res]);
+      }
+      for (const c of chains) {
+        let before = (await throughput(byRowId.get(c.den)!.spec!, o.connections, o.pairS)).rps;
+        for (const n of c.nums) {
+          const a = (await throughput(byRowId.get(n.num)!.spec!, o.connections, o.pairS)).rps;
+          const after = (await throughput(byRowId.get(c.den)!.spec!, o.connections, o.pairS)).rps;
+          const den = Math.sqrt(before * after);
+          if (den > 0) paired.set(n.key, [...(paired.get(n.key) ?? []), a / den]);
+          before = after;
+        }
       }
       for (const r of rot(c1Rows)) {
         if (r.group) sampler.take(r.group);
@@ -617,20 +656,21 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       }
     }
 
+    // Targets use the paired ratios; the ratio of the table's medians is kept for reference.
     const ratio = (a?: string, b?: string) => {
       const x = a ? byId.get(a)?.rps : undefined;
       const y = b ? byId.get(b)?.rps : undefined;
       return x !== undefined && y !== undefined && y > 0 ? x / y : null;
     };
-    const ratios: Record<string, number | null> = {
-      'passthrough gateway/plain': ratio('gw-openai', 'plain-chat'),
-      'passthrough gateway/portkey': ratio('gw-openai', 'portkey-chat'),
-      'anthropic translated gateway/plain': ratio('gw-anthropic', 'plain-chat'),
-      'gemini translated gateway/plain': ratio('gw-gemini', 'plain-chat'),
-      'responses translated gateway/plain': ratio('gw-responses', 'plain-chat'),
-      'passthrough stream gateway/plain': ratio('gw-openai-stream', 'plain-chat-stream'),
-      'passthrough 2 workers / 1 worker': ratio('gw2-openai', 'gw-openai'),
-    };
+    const ratios: Record<string, number | null> = {};
+    const ratiosOfMedians: Record<string, number | null> = {};
+    const ratioRounds: Record<string, number[]> = {};
+    for (const [key, num, den] of RATIOS) {
+      const p = paired.get(key);
+      ratios[key] = p?.length ? median(p) : null;
+      ratiosOfMedians[key] = ratio(num, den);
+      if (p?.length) ratioRounds[key] = p.map((x) => Math.round(x * 1000) / 1000);
+    }
 
     const targets = checkTargets(byId, ratios, streams);
     const logStats = o.log === 'file' ? countLines(gw.logFile) : undefined;
@@ -660,6 +700,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       rows: results,
       streams,
       ratios,
+      ratios_paired_rounds: ratioRounds,
+      ratios_of_row_medians: ratiosOfMedians,
       targets,
     };
 

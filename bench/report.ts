@@ -75,7 +75,11 @@ export interface BenchReport {
     /** The same on a gateway started with extra node flags (memory tuning). */
     tuned?: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number };
   } | { path: string; status: 'n/a' | 'failed'; note: string };
+  /** Median over rounds of the paired ratios (see bench.ts); the targets use these. */
   ratios: Record<string, number | null>;
+  ratios_paired_rounds?: Record<string, number[]>;
+  /** The same ratios from the table's per-row medians (rows measured apart in time). */
+  ratios_of_row_medians?: Record<string, number | null>;
   targets: TargetCheck[];
   profile?: unknown;
 }
@@ -131,7 +135,12 @@ export function formatTable(rep: BenchReport): string {
       );
   } else if (s) lines.push(`streams: ${s.status} (${s.note})`);
   lines.push('');
-  for (const [k, v] of Object.entries(rep.ratios)) lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}`);
+  lines.push('ratios (median over rounds of back-to-back measurements; in brackets: per round, and from the table\'s row medians):');
+  for (const [k, v] of Object.entries(rep.ratios)) {
+    const rounds = rep.ratios_paired_rounds?.[k];
+    const m = rep.ratios_of_row_medians?.[k];
+    lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}${rounds ? ` [${rounds.map((x) => x.toFixed(2)).join(' ')}; table ${m == null ? 'n/a' : m.toFixed(2) + 'x'}]` : ''}`);
+  }
   lines.push('');
   lines.push('targets:');
   for (const t of rep.targets) lines.push(`  [${t.met === null ? ' n/a' : t.met ? ' met' : 'MISS'}] ${t.name}: ${t.value} (goal ${t.goal})`);

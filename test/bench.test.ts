@@ -21,24 +21,25 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
     rounds: 1,
     throughputS: 0.5,
     serialS: 0.2,
+    pairS: 0.2,
     warmupS: 0,
     connections: 4,
     tokens: 4,
     portkey: false,
-    plain: false,
+    plain: true,
     workers2: false,
     // The other transport (server.transport: proxy) answers too.
     altTransport: true,
     startupSamples: 1,
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
-    only: ['gw-openai', 'gwalt-openai'],
+    only: ['plain-chat', 'gw-openai', 'gwalt-openai'],
     outDir: out,
     print: false,
   });
   t.same(
     rep.rows.map((r) => r.id),
-    ['direct-chat', 'gw-openai', 'gwalt-openai'],
+    ['direct-chat', 'plain-chat', 'gw-openai', 'gwalt-openai'],
     'the requested rows and their direct baseline',
   );
   for (const r of rep.rows) {
@@ -61,7 +62,10 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
     t.equal(rep.streams.direct.completed, 20);
     t.ok(finite(rep.streams.added_ttfb_p50_ms));
   }
-  t.ok(finite(rep.ratios['passthrough gateway/plain'] ?? 0), 'ratios present (null without the plain row)');
+  t.ok(finite(rep.ratios['passthrough gateway/plain']) && rep.ratios['passthrough gateway/plain']! > 0, 'paired ratio measured');
+  t.equal(rep.ratios_paired_rounds?.['passthrough gateway/plain']?.length, 1, 'one paired ratio per round');
+  t.ok(finite(rep.ratios_of_row_medians?.['passthrough gateway/plain']), 'the ratio of the row medians is kept too');
+  t.equal(rep.ratios['passthrough gateway/portkey'], null, 'no Portkey row: no ratio');
   t.ok(rep.targets.length >= 8, 'targets listed');
   for (const k of ['nproc', 'cpu_model', 'node', 'mem_total_gb'] as const) t.ok(rep.machine[k] !== undefined, `machine.${k}`);
 
@@ -74,7 +78,7 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
   const svg = fs.readFileSync(path.join(out, 'latest.svg'), 'utf8');
   t.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   t.match(svg, /gateway · OpenAI passthrough/);
-  t.match(rep.rows[2].label, /transport proxy/, 'the alternative transport row is labelled');
+  t.match(rep.rows[3].label, /transport proxy/, 'the alternative transport row is labelled');
   t.match(formatTable(rep), /gateway · OpenAI passthrough/);
 });
 
