@@ -2,8 +2,7 @@
 // check, error mapping, JSON and SSE bodies. The framing is parsed in one place
 // (src/sse.ts); providers only see events.
 import type { ProviderCall } from './plugin.js';
-import type { IncomingMessage } from 'node:http';
-import { readBody, type UpstreamResponse } from './upstream.js';
+import { readBody, bodyError, type UpstreamResponse } from './upstream.js';
 import { parseSSE, type SSEEvent } from './sse.js';
 import type { ErrorBody } from './errors.js';
 
@@ -85,7 +84,7 @@ export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCal
     res.body.resume();
     throw unparseable(`the provider answered a stream request with content-type "${ct || 'none'}"`);
   }
-  return parseSSE(reusable(res.body));
+  return parseSSE(reusable(res));
 }
 
 /**
@@ -94,25 +93,20 @@ export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCal
  * message_stop), usually before the response's own end has been read; a
  * destroyed response closes its socket, so every stream used to cost a new
  * upstream connection (connect, close, slow start) on both sides. When the
- * consumer stops early, a response that is complete is drained back into the
- * keep-alive pool; one still arriving gets 100 ms to finish and is destroyed
- * after that (a consumer that stopped on an error does not wait on the
- * upstream).
+ * consumer stops early the transport's release() puts the connection back in
+ * the pool if the rest arrives at once, and destroys it otherwise. A body
+ * that breaks is a TransportError.
  */
-export async function* reusable(body: IncomingMessage): AsyncGenerator<Buffer> {
+export async function* reusable(res: UpstreamResponse): AsyncGenerator<Buffer> {
   let ended = false;
   try {
-    for await (const chunk of body.iterator({ destroyOnReturn: false })) yield chunk as Buffer;
+    for await (const chunk of res.body.iterator({ destroyOnReturn: false })) yield chunk as Buffer;
     ended = true;
+  } catch (err) {
+    ended = true;
+    throw bodyError(err);
   } finally {
-    if (!ended && !body.destroyed) {
-      if (!body.complete) {
-        const t = setTimeout(() => body.destroy(), 100);
-        body.once('end', () => clearTimeout(t));
-        body.once('close', () => clearTimeout(t));
-      }
-      body.resume();
-    }
+    if (!ended) res.release();
   }
 }
 

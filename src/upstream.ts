@@ -19,6 +19,7 @@ import https from 'node:https';
 import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
+import { Pool, type Dispatcher } from 'undici';
 
 export interface UpstreamRequest {
   /** Pool key: one keep-alive agent per provider. */
@@ -37,7 +38,27 @@ export interface UpstreamRequest {
 export interface UpstreamResponse {
   status: number;
   headers: IncomingHttpHeaders;
-  body: IncomingMessage;
+  body: Readable;
+  /**
+   * The consumer stopped reading before the end (a provider plugin stops at
+   * its terminal event, usually before the response's own end has been
+   * parsed): let the connection go back to the keep-alive pool if the rest
+   * arrives at once, destroy it otherwise. Never waits on the upstream for
+   * long: a consumer that stopped on an error must not keep it streaming.
+   */
+  release(): void;
+}
+
+/** release() for a node:http response: drain a complete one into the pool, give one still arriving 100 ms. */
+export function releaseIncoming(body: IncomingMessage): void {
+  if (body.destroyed || body.readableEnded) return;
+  if (!body.complete) {
+    const t = setTimeout(() => body.destroy(), 100);
+    const clear = () => clearTimeout(t);
+    body.once('end', clear);
+    body.once('close', clear);
+  }
+  body.resume();
 }
 
 export interface Transport {
@@ -63,11 +84,15 @@ interface Pending {
 const kPending = Symbol('pending');
 
 /** Which transport `server.transport` names. */
-export type TransportKind = 'proxy' | 'http';
+export type TransportKind = 'proxy' | 'http' | 'undici';
 
-/** `http` is the default (server.transport): ~25% more throughput than http-proxy-3 for the same work (BENCHMARKS.md). */
-export function createTransport(kind: TransportKind = 'http'): Transport {
-  return kind === 'http' ? createHttpTransport() : createProxyTransport();
+/**
+ * `undici` is the default (server.transport): its connection pool and parser
+ * cost less CPU per call than node:http's client (BENCHMARKS.md); `http` is
+ * node:http on keep-alive agents, `proxy` is http-proxy-3.
+ */
+export function createTransport(kind: TransportKind = 'undici'): Transport {
+  return kind === 'undici' ? createUndiciTransport() : kind === 'http' ? createHttpTransport() : createProxyTransport();
 }
 
 /** One keep-alive agent per provider (pool) and scheme. */
@@ -133,7 +158,7 @@ export function createProxyTransport(): Transport {
             const onLateAbort = () => upstream.destroy(new TransportError('aborted', 'ABORTED'));
             r.signal.addEventListener('abort', onLateAbort, { once: true });
             upstream.once('close', () => r.signal.removeEventListener('abort', onLateAbort));
-            resolve({ status: upstream.statusCode ?? 502, headers: upstream.headers, body: upstream });
+            resolve({ status: upstream.statusCode ?? 502, headers: upstream.headers, body: upstream, release: () => releaseIncoming(upstream) });
           }
         };
         const pending: Pending = { resolve: (res) => finish(null, res) };
@@ -230,7 +255,7 @@ export function createHttpTransport(): Transport {
           upstream = res!;
           // The abort listener stays until the body is done: an abort after the headers tears the stream down.
           upstream.once('close', () => r.signal.removeEventListener('abort', onAbort));
-          resolve({ status: upstream.statusCode ?? 502, headers: upstream.headers, body: upstream });
+          resolve({ status: upstream.statusCode ?? 502, headers: upstream.headers, body: upstream, release: () => releaseIncoming(upstream!) });
         };
         const onAbort = () => {
           if (upstream) upstream.destroy(new TransportError('aborted', 'ABORTED'));
@@ -271,8 +296,17 @@ export function createHttpTransport(): Transport {
   };
 }
 
+/** A body stream's error as a TransportError (a reset mid-body is a transport failure, whatever the client library calls it). */
+export function bodyError(err: unknown): Error {
+  if (err instanceof TransportError) return err;
+  const e = err as { code?: string; message?: string; name?: string };
+  if (e?.name === 'AbortError' || e?.code === 'UND_ERR_ABORTED' || e?.code === 'ABORT_ERR') return new TransportError('aborted', 'ABORTED');
+  const code = e?.code === 'UND_ERR_SOCKET' || e?.code === 'ERR_STREAM_PREMATURE_CLOSE' || e?.message === 'aborted' ? 'ECONNRESET' : (e?.code ?? 'EUPSTREAM');
+  return new TransportError(`${code}: the upstream connection broke while the body was read (${e?.message ?? 'unknown error'})`, code);
+}
+
 /** Read a whole (small, non-streaming) upstream body. */
-export function readBody(res: IncomingMessage, limit = 64 * 1024 * 1024): Promise<Buffer> {
+export function readBody(res: Readable, limit = 64 * 1024 * 1024): Promise<Buffer> {
   // Plain 'data'/'end' listeners: `for await` over the stream builds an async
   // iterator and a promise per chunk, a measurable share of a small call (BENCHMARKS.md).
   return new Promise<Buffer>((resolve, reject) => {
@@ -300,16 +334,96 @@ export function readBody(res: IncomingMessage, limit = 64 * 1024 * 1024): Promis
     };
     const onError = (err: Error) => {
       cleanup();
-      reject(err);
+      reject(bodyError(err));
     };
     // Destroyed before 'end' (abort, socket closed mid-body): the same error `for await` gives.
     const onClose = () => {
       cleanup();
-      reject(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+      reject(bodyError(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })));
     };
     res.on('data', onData);
     res.once('end', onEnd);
     res.once('error', onError);
     res.once('close', onClose);
   });
+}
+
+/**
+ * The same contract on undici's connection pools (one Pool per provider and
+ * origin, `max_sockets` connections, keep-alive). undici's HTTP/1.1 client
+ * does less per call than node:http's ClientRequest + Agent: a plain proxy
+ * built on it ran at 1.3x the node:http one on the benchmark machine (167
+ * against 224 µs of CPU per request; BENCHMARKS.md). Headers come only from
+ * the plugin; the first-byte deadline is undici's headersTimeout; the
+ * request's AbortSignal tears the call down before and after the headers.
+ */
+export function createUndiciTransport(): Transport {
+  const pools = new Map<string, Pool>();
+  const targets = new Map<string, { key: string; origin: string; path: string }>();
+  const targetOf = (pool: string, url: string) => {
+    const k = pool + '\0' + url;
+    let t = targets.get(k);
+    if (!t) {
+      const u = new URL(url);
+      t = { key: `${pool}\0${u.origin}`, origin: u.origin, path: u.pathname + u.search };
+      if (targets.size > 1000) targets.clear();
+      targets.set(k, t);
+    }
+    return t;
+  };
+  const poolFor = (t: { key: string; origin: string }, maxSockets: number) => {
+    let p = pools.get(t.key);
+    if (!p) {
+      p = new Pool(t.origin, { connections: maxSockets, pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000 });
+      pools.set(t.key, p);
+    }
+    return p;
+  };
+
+  return {
+    async request(r: UpstreamRequest): Promise<UpstreamResponse> {
+      if (r.signal.aborted) throw new TransportError('aborted before sending', 'ABORTED');
+      const t = targetOf(r.pool, r.url);
+      const method = r.method ?? 'POST';
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await poolFor(t, r.maxSockets ?? 256).request({
+          path: t.path,
+          method,
+          headers: r.headers,
+          body: r.body ?? (method === 'GET' ? undefined : ''),
+          signal: r.signal,
+          headersTimeout: r.firstByteTimeoutMs,
+          bodyTimeout: 0,
+        });
+      } catch (err) {
+        throw undiciError(err, r.firstByteTimeoutMs);
+      }
+      const body = res.body;
+      return {
+        status: res.statusCode,
+        headers: res.headers as IncomingHttpHeaders,
+        body,
+        release() {
+          // Read what is left (a few bytes after a terminal event) so the connection is reused; give up after 100 ms or 256 KiB.
+          if (!body.destroyed && !body.readableEnded) body.dump({ limit: 256 * 1024, signal: AbortSignal.timeout(100) }).catch(() => {});
+        },
+      };
+    },
+    close() {
+      for (const p of pools.values()) void p.destroy().catch(() => {});
+      pools.clear();
+    },
+  };
+}
+
+function undiciError(err: unknown, timeoutMs: number): TransportError {
+  const e = err as { code?: string; message?: string; name?: string; cause?: { code?: string; message?: string } };
+  const code = e?.code ?? e?.cause?.code;
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TransportError(`no response within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE');
+  if (code === 'UND_ERR_ABORTED' || e?.name === 'AbortError') return new TransportError('request aborted', 'ABORTED');
+  if (code === 'UND_ERR_SOCKET') return new TransportError(`ECONNRESET: ${e?.message ?? 'socket closed'}`, 'ECONNRESET');
+  const c = code && !code.startsWith('UND_ERR') ? code : code === 'UND_ERR_CONNECT_TIMEOUT' ? 'ETIMEDOUT' : (code ?? 'EUPSTREAM');
+  const message = e?.cause?.message && e.cause.message !== e.message ? `${e?.message}: ${e.cause.message}` : e?.message;
+  return new TransportError(`${c}: ${message ?? 'upstream request failed'}`, c);
 }

@@ -39,8 +39,8 @@ const ServerSchema = v.strictObject({
   workers: v.optional(nonNegativeInt, 0),
   /** Log level for the access log and gateway events. */
   log_level: v.optional(v.picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
-  /** Upstream transport: `http` (plain node:http on keep-alive agents) or `proxy` (http-proxy-3). `http` measured ~25% more throughput (BENCHMARKS.md). */
-  transport: v.optional(v.picklist(['http', 'proxy']), 'http'),
+  /** Upstream transport: `undici` (undici connection pools, the default: least CPU per call), `http` (node:http on keep-alive agents) or `proxy` (http-proxy-3). BENCHMARKS.md has the numbers. */
+  transport: v.optional(v.picklist(['undici', 'http', 'proxy']), 'undici'),
 });
 
 const KeySchema = v.strictObject({

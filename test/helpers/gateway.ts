@@ -26,6 +26,9 @@ export async function startGateway(yaml: string, env: Record<string, string> = {
     families: familiesOf(registry),
     env: { GATEWAY_API_KEYS: CLIENT_KEY, ...env },
   });
+  // GATEWAY_TEST_TRANSPORT=http|proxy runs every test gateway on another upstream transport.
+  const tr = process.env.GATEWAY_TEST_TRANSPORT;
+  if (tr === 'http' || tr === 'proxy' || tr === 'undici') config.server.transport = tr;
   const rawLogs: string[] = [];
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({

@@ -1,0 +1,109 @@
+// The three upstream transports (server.transport: undici, the default; http;
+// proxy) behind one contract: the same answers, keep-alive reuse for JSON and
+// streams, and the same failures (refused, first-byte timeout, reset mid-body,
+// client disconnect) reported the same way. `GATEWAY_TEST_TRANSPORT=http|proxy
+// npm test` runs the whole suite on another one.
+import t from 'tap';
+import OpenAI from 'openai';
+import { startOpenAIMock } from './mocks/openai.js';
+import { startMock, sse } from './mocks/server.js';
+import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
+
+const oai = await startOpenAIMock();
+const chunk = (i: number) => sse({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: '' } : { content: `${i} ` }, finish_reason: null }] });
+const slow = await startMock(() => ({ status: 200, sseDelayMs: 40, sse: Array.from({ length: 50 }, (_, i) => chunk(i)) }));
+const cut = await startMock(() => ({ status: 200, sse: [chunk(0), chunk(1), chunk(2)] }));
+t.teardown(async () => {
+  await Promise.all([oai.close(), slow.close(), cut.close()]);
+});
+
+for (const transport of ['undici', 'http', 'proxy']) {
+  t.test(`transport ${transport}`, async (t) => {
+    const prov = (name: string, url: string, extra = '') => `
+  - name: ${name}
+    family: openai-compatible
+    base_url: ${url}/v1
+    api_key: sk-test-openai-0123456789
+    timeout_ms: 300
+    retries: 0${extra}`;
+    const gw = await startGateway(`
+server:
+  transport: ${transport}
+providers:${prov('o', oai.url)}${prov('slow', slow.url)}${prov('cut', cut.url)}${prov('refused', 'http://127.0.0.1:1')}
+models:
+  - id: x/o
+    deployments: [{ provider: o, model: gpt-4.1-mini }]
+  - id: x/slow
+    deployments: [{ provider: slow, model: m }]
+  - id: x/cut
+    deployments: [{ provider: cut, model: m }]
+  - id: x/refused
+    deployments: [{ provider: refused, model: m }]
+`);
+    // GATEWAY_TEST_TRANSPORT must not override what this test asks for.
+    gw.gw.core.transport.close();
+    const { createTransport } = await import('../src/upstream.js');
+    gw.gw.core.transport = createTransport(transport as 'undici');
+    t.teardown(() => gw.close());
+    const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+
+    await t.test('JSON and streams answer, and reuse one upstream connection', async (t) => {
+      const first = await client.chat.completions.create({ model: 'x/o', messages: [{ role: 'user', content: 'hi' }] });
+      t.equal(first.object, 'chat.completion');
+      const before = oai.connections;
+      for (let i = 0; i < 3; i++) {
+        const r = await client.chat.completions.create({ model: 'x/o', messages: [{ role: 'user', content: 'hi' }] });
+        t.ok(r.choices[0].message.content);
+        const s = await client.chat.completions.create({ model: 'x/o', messages: [{ role: 'user', content: 'hi' }], stream: true });
+        let text = '';
+        for await (const c of s) text += c.choices[0]?.delta?.content ?? '';
+        t.ok(text.length > 0, 'streamed text');
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      t.equal(oai.connections - before, 0, 'no new upstream connection for 6 more calls');
+      const sent = oai.requests[oai.requests.length - 1];
+      t.equal(sent.headers.authorization, 'Bearer sk-test-openai-0123456789', "the provider's key, not the client's");
+      t.notOk(JSON.stringify(sent.headers).includes(CLIENT_KEY), 'no client header reaches the provider');
+    });
+
+    await t.test('connection refused and first-byte timeout are transport failures with their code', async (t) => {
+      const refused: any = await client.chat.completions.create({ model: 'x/refused', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+      t.equal(refused.status, 500);
+      t.match(refused.error.message, /ECONNREFUSED/);
+      oai.fail({ delayMs: 1000 });
+      const slowHeaders: any = await client.chat.completions.create({ model: 'x/o', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+      t.equal(slowHeaders.status, 500);
+      t.match(slowHeaders.error.message, /no response within 300 ms/);
+    });
+
+    await t.test('a reset mid-stream ends the stream with an error frame, not [DONE]', async (t) => {
+      cut.fail({ cutAfterEvents: 2 });
+      const res = await fetch(`${gw.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'x/cut', messages: [{ role: 'user', content: 'x' }], stream: true }),
+      });
+      const text = await res.text();
+      t.match(text, /"error":/, 'an error frame');
+      t.notMatch(text, /\[DONE\]/);
+      await until(() => gw.logs.some((l) => l.msg === 'request' && l.stream === 'failed'), 2000);
+      t.notOk(gw.logs.some((l) => l.msg === 'stream failed inside the gateway'), 'a broken upstream is not logged as a gateway bug');
+    });
+
+    await t.test('a client that disconnects aborts the upstream at once', async (t) => {
+      slow.reset();
+      const ac = new AbortController();
+      const res = await fetch(`${gw.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'x/slow', messages: [{ role: 'user', content: 'x' }], stream: true }),
+        signal: ac.signal,
+      });
+      const reader = res.body!.getReader();
+      await reader.read();
+      ac.abort();
+      await until(() => slow.requests[0]?.aborted === true, 2000);
+      t.ok(slow.requests[0].aborted, 'the upstream saw the connection close before its stream ended');
+    });
+  });
+}
