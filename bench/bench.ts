@@ -442,8 +442,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (o.portkey) portkey = await startPortkey().catch((err) => (log(o, `Portkey: ${(err as Error).message}`), undefined));
     if (portkey) procs.push(portkey);
     // The schema's default (src/config/schema.ts server.transport).
-    const mainTransport = o.transport ?? 'http';
-    const transports = { main: mainTransport, alt: mainTransport === 'proxy' ? 'http' : 'proxy' };
+    const mainTransport = o.transport ?? 'undici';
+    const transports = { main: mainTransport, alt: mainTransport === 'http' ? 'undici' : 'http' };
     let gwAlt: GatewayProc | undefined;
     if (o.altTransport)
       gwAlt = await startGateway({ ...gwOpts, transport: transports.alt, cpuProfDir: undefined }).catch((err) => (log(o, `transport ${transports.alt}: ${(err as Error).message}`), undefined));

@@ -28,7 +28,7 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
     portkey: false,
     plain: true,
     workers2: false,
-    // The other transport (server.transport: proxy) answers too.
+    // The other transport (server.transport: http) answers too.
     altTransport: true,
     startupSamples: 1,
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
@@ -78,7 +78,7 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
   const svg = fs.readFileSync(path.join(out, 'latest.svg'), 'utf8');
   t.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   t.match(svg, /gateway · OpenAI passthrough/);
-  t.match(rep.rows[3].label, /transport proxy/, 'the alternative transport row is labelled');
+  t.match(rep.rows[3].label, /transport http/, 'the alternative transport row is labelled');
   t.match(formatTable(rep), /gateway · OpenAI passthrough/);
 });
 
