@@ -51,6 +51,7 @@ export interface Gateway {
 }
 
 const ID_RE = /^[\w.:-]{1,128}$/;
+const LISTEN_BACKLOG = 4096;
 
 /** The request path without its query (Koa's `ctx.path`, without parsing the URL for the usual origin-form target). */
 function pathOf(kctx: Koa.Context): string {
@@ -255,7 +256,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     listen(port = config.server.port, host = config.server.host) {
       return new Promise((resolve, reject) => {
         server.once('error', reject);
-        server.listen(port, host, () => {
+        // A deeper accept queue than Node's 511 (the kernel caps it at net.core.somaxconn):
+        // a burst of thousands of new connections to a busy gateway waits instead of
+        // overflowing the queue, which ends in client resets after SYN retransmits.
+        server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
           server.off('error', reject);
           ready = true;
           resolve(server.address() as AddressInfo);

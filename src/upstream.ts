@@ -371,10 +371,11 @@ export function createUndiciTransport(): Transport {
     }
     return t;
   };
-  const poolFor = (t: { key: string; origin: string }, maxSockets: number) => {
+  const poolFor = (t: { key: string; origin: string }, maxSockets: number, timeoutMs: number) => {
     let p = pools.get(t.key);
     if (!p) {
-      p = new Pool(t.origin, { connections: maxSockets, pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000 });
+      // timeout_ms bounds the connect (undici's own default is 10 s) and then the wait for the headers.
+      p = new Pool(t.origin, { connections: maxSockets, pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000, connectTimeout: timeoutMs });
       pools.set(t.key, p);
     }
     return p;
@@ -387,7 +388,7 @@ export function createUndiciTransport(): Transport {
       const method = r.method ?? 'POST';
       let res: Dispatcher.ResponseData;
       try {
-        res = await poolFor(t, r.maxSockets ?? 256).request({
+        res = await poolFor(t, r.maxSockets ?? 256, r.firstByteTimeoutMs).request({
           path: t.path,
           method,
           headers: r.headers,
@@ -421,9 +422,10 @@ function undiciError(err: unknown, timeoutMs: number): TransportError {
   const e = err as { code?: string; message?: string; name?: string; cause?: { code?: string; message?: string } };
   const code = e?.code ?? e?.cause?.code;
   if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TransportError(`no response within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE');
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return new TransportError(`no response within ${timeoutMs} ms (the connection was not established)`, 'ETIMEDOUT_FIRST_BYTE');
   if (code === 'UND_ERR_ABORTED' || e?.name === 'AbortError') return new TransportError('request aborted', 'ABORTED');
   if (code === 'UND_ERR_SOCKET') return new TransportError(`ECONNRESET: ${e?.message ?? 'socket closed'}`, 'ECONNRESET');
-  const c = code && !code.startsWith('UND_ERR') ? code : code === 'UND_ERR_CONNECT_TIMEOUT' ? 'ETIMEDOUT' : (code ?? 'EUPSTREAM');
+  const c = code ?? 'EUPSTREAM';
   const message = e?.cause?.message && e.cause.message !== e.message ? `${e?.message}: ${e.cause.message}` : e?.message;
   return new TransportError(`${c}: ${message ?? 'upstream request failed'}`, c);
 }
