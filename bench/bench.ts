@@ -577,6 +577,13 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
                 stream: true,
               };
         const d = await manyStreams(direct, fam, count, texts, o.streams.rampMs);
+        // The same streams through the plain Node proxy (bytes piped, nothing parsed): what one
+        // Node process can do with this many events on this machine, the reference for the gateway's.
+        let viaPlain: StreamCheck | undefined;
+        if (plain) {
+          log(o, `streams through the plain Node proxy…`);
+          viaPlain = await manyStreams({ ...direct, origin: `http://127.0.0.1:${plain.port}` }, fam, count, texts, o.streams.rampMs);
+        }
         // A fresh gateway per run, so that its peak memory is the streams' own.
         const viaFresh = async (nodeArgs: string[]) => {
           const fresh = await startGateway({ ...gwOpts, cpuProfDir: undefined, nodeArgs });
@@ -608,6 +615,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
           gateway: g.check,
           gateway_peak_rss_mb: g.peak,
           added_ttfb_p50_ms: g.check.ttfb_ms.p50 - d.ttfb_ms.p50,
+          ...(viaPlain ? { plain: viaPlain, plain_added_ttfb_p50_ms: viaPlain.ttfb_ms.p50 - d.ttfb_ms.p50 } : {}),
           ...(tuned ? { tuned } : {}),
         };
       }

@@ -17,7 +17,9 @@ export interface PlainProxy {
 
 export async function startPlainProxy(upstream: string, port = 0, host = '127.0.0.1'): Promise<PlainProxy> {
   const target = new URL(upstream);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 256, scheduling: 'lifo' });
+  // As many upstream connections as the gateway's bench config allows (max_sockets 8192), so that the
+  // 2,000-stream run measures the same thing through both; 32-connection rows never use more than 32.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8192, maxFreeSockets: 256, scheduling: 'lifo' });
   const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -32,6 +34,8 @@ export async function startPlainProxy(upstream: string, port = 0, host = '127.0.
       const out = Buffer.from(JSON.stringify(body));
       const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': out.length, accept: 'application/json' };
       if (req.headers.authorization) headers.authorization = req.headers.authorization;
+      // The other providers' credentials (the 2,000-stream run goes through in Anthropic's format).
+      for (const h of ['x-api-key', 'anthropic-version', 'x-goog-api-key']) if (req.headers[h]) headers[h] = req.headers[h];
       const up = http.request({ host: target.hostname, port: target.port, method: 'POST', path: req.url, headers, agent }, (ures) => {
         const ct = String(ures.headers['content-type'] ?? '');
         if (ct.includes('text/event-stream')) {

@@ -72,6 +72,9 @@ export interface BenchReport {
     gateway: StreamCheck;
     gateway_peak_rss_mb: number;
     added_ttfb_p50_ms: number;
+    /** The same streams through the plain Node proxy (the reference for one Node process on this machine). */
+    plain?: StreamCheck;
+    plain_added_ttfb_p50_ms?: number;
     /** The same on a gateway started with extra node flags (memory tuning). */
     tuned?: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number };
   } | { path: string; status: 'n/a' | 'failed'; note: string };
@@ -128,6 +131,10 @@ export function formatTable(rep: BenchReport): string {
         `gateway ${s.gateway.completed}/${s.streams} complete, ${s.gateway.events}/${s.gateway.expected_events} events, ${s.gateway.corrupted} corrupted, ${s.gateway.failed} failed; ` +
         `TTFB p50 ${r1(s.gateway.ttfb_ms.p50, 2)} ms (direct ${r1(s.direct.ttfb_ms.p50, 2)} ms); peak RSS ${r1(s.gateway_peak_rss_mb, 0)} MB; wall ${r1(s.gateway.wall_ms / 1000, 1)} s (direct ${r1(s.direct.wall_ms / 1000, 1)} s).`,
     );
+    if (s.plain)
+      lines.push(
+        `streams through the plain Node proxy: ${s.plain.completed}/${s.streams} complete, ${s.plain.events}/${s.plain.expected_events} events; TTFB p50 ${r1(s.plain.ttfb_ms.p50, 2)} ms; wall ${r1(s.plain.wall_ms / 1000, 1)} s.`,
+      );
     if (s.tuned)
       lines.push(
         `streams, gateway started with ${s.tuned.flags.join(' ')}: ${s.tuned.gateway.completed}/${s.streams} complete, ${s.tuned.gateway.events}/${s.tuned.gateway.expected_events} events; ` +

@@ -60,6 +60,8 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
     t.equal(rep.streams.gateway.completed, 20, 'every stream through the gateway completed');
     t.equal(rep.streams.gateway.events, 100, 'every event arrived');
     t.equal(rep.streams.direct.completed, 20);
+    t.equal(rep.streams.plain?.completed, 20, 'the same streams through the plain proxy');
+    t.ok(finite(rep.streams.plain_added_ttfb_p50_ms));
     t.ok(finite(rep.streams.added_ttfb_p50_ms));
   }
   t.ok(finite(rep.ratios['passthrough gateway/plain']) && rep.ratios['passthrough gateway/plain']! > 0, 'paired ratio measured');
