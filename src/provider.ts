@@ -3,7 +3,7 @@
 // (src/sse.ts); providers only see events.
 import type { ProviderCall } from './plugin.js';
 import { readBody, bodyError, type UpstreamResponse } from './upstream.js';
-import { parseSSE, type SSEEvent } from './sse.js';
+import { SSEParser, type SSEEvent } from './sse.js';
 import type { ErrorBody } from './errors.js';
 
 /** A non-2xx answer (or an unusable body) from a provider, already mapped to the envelope. */
@@ -84,31 +84,149 @@ export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCal
     res.body.resume();
     throw unparseable(`the provider answered a stream request with content-type "${ct || 'none'}"`);
   }
-  return parseSSE(reusable(res));
+  return new UpstreamEvents(res);
 }
 
+/** Events parsed ahead of the consumer before the body is paused (back-pressure). */
+const HIGH_WATER_EVENTS = 256;
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
 /**
- * The body's chunks, without destroying the response when the consumer stops
- * early. Provider plugins stop at their terminal event ([DONE],
- * message_stop), usually before the response's own end has been read; a
- * destroyed response closes its socket, so every stream used to cost a new
- * upstream connection (connect, close, slow start) on both sides. When the
- * consumer stops early the transport's release() puts the connection back in
- * the pool if the rest arrives at once, and destroys it otherwise. A body
- * that breaks is a TransportError.
+ * An upstream SSE body as an async iterator of events, parsed synchronously
+ * as the body's chunks arrive: one promise per event at most, where a chain of
+ * async generators (the stream's own iterator, a chunk generator, a parser
+ * generator) cost several promises and iterator results per event
+ * (BENCHMARKS.md, "Streams").
+ *
+ * The response is never destroyed when the consumer stops early. Provider
+ * plugins stop at their terminal event ([DONE], message_stop), usually before
+ * the response's own end has been read; a destroyed response closes its
+ * socket, so every stream used to cost a new upstream connection (connect,
+ * close, slow start) on both sides. When the consumer stops early the
+ * transport's release() puts the connection back in the pool if the rest
+ * arrives at once, and destroys it otherwise. A body that breaks is a
+ * TransportError (bodyError).
  */
-export async function* reusable(res: UpstreamResponse): AsyncGenerator<Buffer> {
-  let ended = false;
-  try {
-    for await (const chunk of res.body.iterator({ destroyOnReturn: false })) yield chunk as Buffer;
-    ended = true;
-  } catch (err) {
-    ended = true;
-    throw bodyError(err);
-  } finally {
-    if (!ended) res.release();
+export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
+  private readonly parser = new SSEParser();
+  private queue: SSEEvent[] = [];
+  private head = 0;
+  private ended = false;
+  private closed = false;
+  private detached = false;
+  private failure: Error | undefined;
+  private waiter: { resolve(r: IteratorResult<SSEEvent, undefined>): void; reject(e: unknown): void } | undefined;
+  private readonly onData = (chunk: Buffer) => {
+    this.parser.push(chunk, this.queue);
+    if (this.queue.length - this.head >= HIGH_WATER_EVENTS) this.res.body.pause();
+    this.wake();
+  };
+  private readonly onEnd = () => {
+    this.parser.end(this.queue);
+    this.ended = true;
+    this.detach();
+    this.wake();
+  };
+  private readonly onError = (err: unknown) => this.fail(bodyError(err));
+  // Destroyed before 'end' (abort, socket closed mid-body): a premature close.
+  private readonly onClose = () => {
+    if (!this.ended) this.fail(bodyError(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })));
+  };
+
+  constructor(private readonly res: UpstreamResponse) {
+    const body = res.body;
+    body.on('data', this.onData);
+    body.once('end', this.onEnd);
+    body.once('error', this.onError);
+    body.once('close', this.onClose);
+  }
+
+  next(): Promise<IteratorResult<SSEEvent, undefined>> {
+    if (this.head < this.queue.length) return Promise.resolve({ done: false, value: this.take() });
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.ended || this.closed) return Promise.resolve(DONE);
+    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+  }
+
+  /** The consumer stops: hand the connection back (or drop it) and report done. */
+  return(): Promise<IteratorResult<SSEEvent, undefined>> {
+    this.stop();
+    return Promise.resolve(DONE);
+  }
+
+  throw(err?: unknown): Promise<IteratorResult<SSEEvent, undefined>> {
+    this.stop();
+    return Promise.reject(err);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stop();
+  }
+
+  private take(): SSEEvent {
+    const ev = this.queue[this.head++];
+    if (this.head === this.queue.length) {
+      this.queue.length = 0;
+      this.head = 0;
+      if (this.res.body.isPaused() && !this.ended) this.res.body.resume();
+    }
+    return ev;
+  }
+
+  private wake(): void {
+    const w = this.waiter;
+    if (!w) return;
+    if (this.head < this.queue.length) {
+      this.waiter = undefined;
+      w.resolve({ done: false, value: this.take() });
+    } else if (this.failure) {
+      this.waiter = undefined;
+      w.reject(this.failure);
+    } else if (this.ended) {
+      this.waiter = undefined;
+      w.resolve(DONE);
+    }
+  }
+
+  private fail(err: Error): void {
+    if (this.ended || this.closed || this.failure) return;
+    this.failure = err;
+    this.detach();
+    // Events parsed before the failure are still delivered first.
+    this.wake();
+  }
+
+  private stop(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue.length = 0;
+    this.head = 0;
+    const wasEnded = this.ended || this.failure !== undefined;
+    this.detach();
+    if (!wasEnded) this.res.release();
+    const w = this.waiter;
+    this.waiter = undefined;
+    w?.resolve(DONE);
+  }
+
+  private detach(): void {
+    if (this.detached) return;
+    this.detached = true;
+    const body = this.res.body;
+    body.off('data', this.onData);
+    body.off('end', this.onEnd);
+    body.off('error', this.onError);
+    body.off('close', this.onClose);
+    // A late error (a reset after the consumer stopped) must not become an uncaught exception.
+    body.on('error', ignore);
   }
 }
+
+function ignore(): void {}
 
 export function unparseable(message: string): UpstreamError {
   return new UpstreamError(502, { message, type: 'api_error', param: null, code: 'invalid_upstream_response' });

@@ -6,6 +6,32 @@ import { once } from 'node:events';
 import { SSE_HEADERS } from './sse.js';
 
 /**
+ * Frames made from a source's items by a synchronous mapper. The writer runs
+ * the mapper itself as each item arrives, so a stream pays for no generator
+ * layer between the provider's items and the socket (a generator per layer
+ * cost a promise and an iterator result per event; BENCHMARKS.md, "Streams").
+ * It is still an AsyncIterable<string> for any other consumer.
+ */
+export class MappedFrames<T> implements AsyncIterable<string> {
+  constructor(
+    readonly source: AsyncIterable<T>,
+    /** The frame(s) for one item, or '' / undefined for none yet. */
+    readonly frame: (item: T) => string | undefined,
+    /** The closing frame(s), after the source's last item. */
+    readonly end?: () => string | undefined,
+  ) {}
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<string> {
+    for await (const item of this.source) {
+      const f = this.frame(item);
+      if (f) yield f;
+    }
+    const last = this.end?.();
+    if (last) yield last;
+  }
+}
+
+/**
  * Pipe SSE frames to the client. Returns when the stream is over, the client
  * left, or the source failed (then `onError` supplies a closing frame).
  */
@@ -24,14 +50,23 @@ export async function pipeFrames(
   const flush = setImmediate(() => {
     if (!res.destroyed && !res.writableEnded) res.flushHeaders();
   });
+  const mapped = frames instanceof MappedFrames ? (frames as MappedFrames<unknown>) : undefined;
+  const source: AsyncIterable<unknown> = mapped ? mapped.source : frames;
+  // After a write the socket did not take at once: wait for it; false if the client left meanwhile.
+  const drained = async (): Promise<boolean> => {
+    await Promise.race([once(res, 'drain'), once(res, 'close')]);
+    return !res.destroyed;
+  };
   try {
-    for await (const frame of frames) {
+    for await (const item of source) {
       if (res.destroyed) return 'client_closed';
-      if (!res.write(frame)) {
-        await Promise.race([once(res, 'drain'), once(res, 'close')]);
-        if (res.destroyed) return 'client_closed';
-      }
+      const frame = mapped ? mapped.frame(item) : (item as string);
+      if (!frame) continue;
+      if (!res.write(frame) && !(await drained())) return 'client_closed';
     }
+    const last = mapped?.end?.();
+    if (last && !res.write(last) && !(await drained())) return 'client_closed';
+    if (res.destroyed) return 'client_closed';
     res.end();
     return 'completed';
   } catch (err) {

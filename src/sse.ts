@@ -9,57 +9,81 @@ export interface SSEEvent {
   id?: string;
 }
 
-export async function* parseSSE(source: AsyncIterable<Buffer | string>): AsyncGenerator<SSEEvent> {
-  const decoder = new TextDecoder();
-  let buf = '';
-  let event: string | undefined;
-  let data: string[] = [];
-  let id: string | undefined;
-  let lastWasCR = false;
+/**
+ * The parser itself, synchronous: text goes in as it arrives, whole events
+ * come out. The upstream event stream (src/provider.ts) feeds it from the
+ * body's 'data' events, so that parsing costs no promise per event.
+ */
+export class SSEParser {
+  private readonly decoder = new TextDecoder();
+  private buf = '';
+  private event: string | undefined;
+  private data: string[] = [];
+  private id: string | undefined;
+  private lastWasCR = false;
 
-  for await (const chunk of source) {
-    let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+  /** Parse a chunk; complete events are appended to `out`. */
+  push(chunk: Buffer | string, out: SSEEvent[]): void {
+    let text = typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true });
     // A \r that ended the previous chunk and a \n that starts this one are one line end.
-    if (lastWasCR && text.charCodeAt(0) === 10) text = text.slice(1);
-    lastWasCR = false;
-    buf += text;
+    if (this.lastWasCR && text.charCodeAt(0) === 10) text = text.slice(1);
+    this.lastWasCR = false;
+    const buf = this.buf.length ? this.buf + text : text;
     let start = 0;
     for (let i = 0; i < buf.length; i++) {
       const ch = buf.charCodeAt(i);
       if (ch !== 10 && ch !== 13) continue;
-      const line = buf.slice(start, i);
+      const end = i;
       if (ch === 13) {
         if (i + 1 < buf.length) {
           if (buf.charCodeAt(i + 1) === 10) i++;
-        } else lastWasCR = true;
+        } else this.lastWasCR = true;
       }
+      const lineStart = start;
       start = i + 1;
-      if (line === '') {
-        if (data.length) yield { event, data: data.join('\n'), id };
-        event = undefined;
-        data = [];
+      if (end === lineStart) {
+        if (this.data.length) out.push({ event: this.event, data: this.data.length === 1 ? this.data[0] : this.data.join('\n'), id: this.id });
+        this.event = undefined;
+        this.data = [];
         continue;
       }
-      if (line.charCodeAt(0) === 58) continue; // ':' comment
-      const colon = line.indexOf(':');
-      const field = colon === -1 ? line : line.slice(0, colon);
-      let value = colon === -1 ? '' : line.slice(colon + 1);
-      if (value.charCodeAt(0) === 32) value = value.slice(1);
-      if (field === 'data') data.push(value);
-      else if (field === 'event') event = value;
-      else if (field === 'id') id = value;
+      if (buf.charCodeAt(lineStart) === 58) continue; // ':' comment
+      this.field(buf.slice(lineStart, end));
     }
-    buf = buf.slice(start);
+    this.buf = start === buf.length ? '' : buf.slice(start);
   }
-  buf += decoder.decode();
-  if (buf.length && buf.startsWith('data')) {
-    const colon = buf.indexOf(':');
-    let value = colon === -1 ? '' : buf.slice(colon + 1);
+
+  /** The source ended: a last event without its blank line is still delivered. */
+  end(out: SSEEvent[]): void {
+    const rest = this.buf + this.decoder.decode();
+    this.buf = '';
+    if (rest.length && rest.startsWith('data')) this.field(rest);
+    if (this.data.length) out.push({ event: this.event, data: this.data.join('\n'), id: this.id });
+    this.data = [];
+  }
+
+  private field(line: string): void {
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
     if (value.charCodeAt(0) === 32) value = value.slice(1);
-    data.push(value);
+    if (field === 'data') this.data.push(value);
+    else if (field === 'event') this.event = value;
+    else if (field === 'id') this.id = value;
   }
-  // A stream that ends without a blank line still delivers its last event.
-  if (data.length) yield { event, data: data.join('\n'), id };
+}
+
+/** Parse an async source of chunks (tests and replays; the hot path uses SSEParser directly). */
+export async function* parseSSE(source: AsyncIterable<Buffer | string>): AsyncGenerator<SSEEvent> {
+  const parser = new SSEParser();
+  const out: SSEEvent[] = [];
+  for await (const chunk of source) {
+    parser.push(chunk, out);
+    for (const e of out) yield e;
+    out.length = 0;
+  }
+  parser.end(out);
+  yield* out;
 }
 
 /** One SSE frame. `data` must not contain a raw newline (JSON.stringify never emits one). */

@@ -8,6 +8,7 @@ import { validate } from '../validate.js';
 import { ChatBody } from './chat-schema.js';
 import { createHash } from 'node:crypto';
 import { sseFrame } from '../sse.js';
+import { MappedFrames } from '../respond.js';
 import { withoutExtensions, servedModel, runFinalizers, midStreamError } from './common.js';
 
 export function validateChat(raw: unknown, ctx: RequestContext): Record<string, unknown> {
@@ -54,37 +55,37 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
 }
 
 /**
- * Chunks to frames. Content chunks go out as they come; the tail chunks
- * (finish_reason, usage) are held back one step so that the very last one can
- * carry `extra.routing` and `debug` before `[DONE]`.
+ * Chunks to frames, mapped by the writer as they arrive. Content chunks go out
+ * as they come; the tail chunks (finish_reason, usage) are held back one step
+ * so that the very last one can carry `extra.routing` and `debug` before
+ * `[DONE]`.
  */
-async function* chatFrames(chunks: AsyncIterable<ChatChunk>, model: string, backend: Backend, decorate: (c: Record<string, unknown>) => void): AsyncGenerator<string> {
+function chatFrames(chunks: AsyncIterable<ChatChunk>, model: string, backend: Backend, decorate: (c: Record<string, unknown>) => void): MappedFrames<ChatChunk> {
   let held: ChatChunk | undefined;
   let template: ChatChunk | undefined;
-  for await (const chunk of chunks) {
+  const frame = (chunk: ChatChunk): string => {
     chunk.model = model;
     fillBackend(chunk as unknown as Record<string, unknown>, backend);
     template ??= chunk;
     const isTail = chunk.choices.length === 0 || chunk.choices.some((c) => c.finish_reason);
-    if (held) {
-      yield sseFrame(JSON.stringify(held));
-      held = undefined;
-    }
-    if (isTail) held = chunk;
-    else yield sseFrame(JSON.stringify(chunk));
-  }
-  const last: ChatChunk = held ?? {
-    id: template?.id ?? 'chatcmpl-gateway',
-    object: 'chat.completion.chunk',
-    created: template?.created ?? Math.floor(Date.now() / 1000),
-    model,
-    system_fingerprint: backend.system_fingerprint,
-    service_tier: backend.service_tier,
-    choices: [],
+    const before = held ? sseFrame(JSON.stringify(held)) : '';
+    held = isTail ? chunk : undefined;
+    return isTail ? before : before + sseFrame(JSON.stringify(chunk));
   };
-  decorate(last as unknown as Record<string, unknown>);
-  yield sseFrame(JSON.stringify(last));
-  yield 'data: [DONE]\n\n';
+  const end = (): string => {
+    const last: ChatChunk = held ?? {
+      id: template?.id ?? 'chatcmpl-gateway',
+      object: 'chat.completion.chunk',
+      created: template?.created ?? Math.floor(Date.now() / 1000),
+      model,
+      system_fingerprint: backend.system_fingerprint,
+      service_tier: backend.service_tier,
+      choices: [],
+    };
+    decorate(last as unknown as Record<string, unknown>);
+    return sseFrame(JSON.stringify(last)) + 'data: [DONE]\n\n';
+  };
+  return new MappedFrames(chunks, frame, end);
 }
 
 interface Backend {

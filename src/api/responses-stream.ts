@@ -16,6 +16,7 @@ import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../typ
 import type { ErrorBody } from '../errors.js';
 import { TransportError } from '../upstream.js';
 import { sseFrame } from '../sse.js';
+import { MappedFrames } from '../respond.js';
 import {
   newId,
   responseShell,
@@ -322,6 +323,6 @@ export async function* nativeResponseEvents(
 }
 
 /** Events to SSE frames: `event: <type>` plus the JSON (WIRE-FORMATS.md section 0). */
-export async function* responseFrames(events: AsyncIterable<ResponseEvent>): AsyncGenerator<string> {
-  for await (const e of events) yield sseFrame(JSON.stringify(e), e.type);
+export function responseFrames(events: AsyncIterable<ResponseEvent>): MappedFrames<ResponseEvent> {
+  return new MappedFrames(events, (e) => sseFrame(JSON.stringify(e), e.type));
 }
