@@ -15,18 +15,42 @@ import type { BuiltinRegistry } from './pipeline.js';
 import { createGateway, type EndpointSpec } from './server.js';
 import { createLogger } from './log.js';
 
+const flagName = (f: string) => f.split('=')[0].replace(/_/g, '-');
+
+/** The flags of `wanted` this process was started without (by name, from its command line or NODE_OPTIONS). */
+export function missingNodeFlags(wanted: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
+  const have = new Set([...execArgv, ...nodeOptions.split(/\s+/)].filter(Boolean).map(flagName));
+  return wanted.filter((f) => !have.has(flagName(f)));
+}
+
+/**
+ * Apply `server.node_flags`: V8 reads heap sizes only when a process starts,
+ * so a process started without them replaces itself (process.execve: same
+ * pid, same stdio, nothing has been written yet) with one started with them.
+ * Once: the relaunched process, or one where execve is not available, goes
+ * on as it is and says which flags it lacks. Cluster workers inherit the
+ * primary's flags.
+ */
+export function relaunchWithNodeFlags(flags: readonly string[]): string[] {
+  const missing = missingNodeFlags(flags);
+  if (!missing.length || cluster.isWorker || process.env.MODEL_GATEWAY_RELAUNCHED === '1' || typeof process.execve !== 'function') return missing;
+  return process.execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, ...process.argv.slice(1)], { ...process.env, MODEL_GATEWAY_RELAUNCHED: '1' });
+}
+
 /** Workers to run for a `server.workers` value: 0 means one per core. */
 export function workerCount(configured: number): number {
   return configured === 0 ? os.availableParallelism() : configured;
 }
 
 export async function runServer(config: GatewayConfig, registry: BuiltinRegistry, endpoints: EndpointSpec[]): Promise<void> {
+  const lacking = relaunchWithNodeFlags(config.server.node_flags);
   const workers = workerCount(config.server.workers);
-  if (workers > 1 && cluster.isPrimary) return runPrimary(config, workers);
+  if (workers > 1 && cluster.isPrimary) return runPrimary(config, workers, lacking);
   const gw = await createGateway({ config, registry, endpoints });
+  if (lacking.length) gw.logger.warn({ node_flags: lacking }, 'running without some of server.node_flags (this Node cannot re-execute itself): pass them on the command line or in NODE_OPTIONS');
   const addr = await gw.listen();
   gw.logger.info(
-    { port: addr.port, host: addr.address, pid: process.pid, models: config.models.size, ...(cluster.isWorker ? { worker: cluster.worker?.id } : {}) },
+    { port: addr.port, host: addr.address, pid: process.pid, models: config.models.size, node_flags: process.execArgv, ...(cluster.isWorker ? { worker: cluster.worker?.id } : {}) },
     'model-gateway ready',
   );
   // The access log is written in small batches: the ready line goes out at once.
@@ -47,8 +71,9 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
 /** Consecutive workers that died before they were serving: after this many, the primary gives up. */
 const MAX_EARLY_DEATHS = 5;
 
-function runPrimary(config: GatewayConfig, count: number): void {
+function runPrimary(config: GatewayConfig, count: number, lacking: string[]): void {
   const logger = createLogger(config.server.log_level);
+  if (lacking.length) logger.warn({ node_flags: lacking }, 'running without some of server.node_flags (this Node cannot re-execute itself): pass them on the command line or in NODE_OPTIONS');
   if (config.storage.responses_db === ':memory:')
     logger.warn({ workers: count }, "storage.responses_db is ':memory:' with several workers: each worker keeps its own stored responses, so GET /v1/responses/{id} and previous_response_id only find responses the same worker stored; use a file (shared in WAL mode) or workers: 1");
   const serving = new WeakSet<Worker>();

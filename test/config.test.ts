@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
+import { missingNodeFlags } from '../src/run.js';
 import { startMock, sse } from './mocks/server.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -178,6 +179,9 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   const h = await fetch(`http://127.0.0.1:${port}/healthz`);
   t.equal(h.status, 200);
   if (os.availableParallelism() > 1) t.match(out, /"workers":\d+[^\n]*primary: starting workers/, 'no server.workers: one worker per core');
+  // server.node_flags defaults: the process re-executed itself with them (same pid), and its workers inherit them.
+  t.match(out, /"node_flags":\[[^\]]*"--max-semi-space-size=16"[^\]]*"--heap-growing-percent=50"[^\]]*\][^\n]*"msg":"model-gateway ready"/, 'the default node_flags are in force');
+  if (os.availableParallelism() > 1) t.match(out, new RegExp(`"pid":${child.pid},[^\\n]*primary: starting workers`), 'the primary kept its pid through the re-exec');
   const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: 'Bearer k-start-1', 'content-type': 'application/json' },
@@ -199,6 +203,37 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   await t.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'no longer accepting');
   t.match(out, /"request_id"/, 'access log line written');
   t.notMatch(out, /k-start-1/, 'client key never logged');
+});
+
+t.test('server.node_flags: start re-executes itself once, keeping its pid, with the flags it lacks', async (t) => {
+  t.same(missingNodeFlags(['--max-semi-space-size=16', '--stack-trace-limit=7'], ['--max_semi_space_size=32'], ''), ['--stack-trace-limit=7'], 'a flag given on the command line (either spelling) is kept as given');
+  t.same(missingNodeFlags(['--max-semi-space-size=16', '--stack-trace-limit=7'], [], ' --stack-trace-limit=3  --max-old-space-size=900'), ['--max-semi-space-size=16'], 'NODE_OPTIONS counts too');
+  t.same(missingNodeFlags([], [], ''), []);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-flags-'));
+  const file = path.join(dir, 'gateway.yaml');
+  fs.writeFileSync(file, `server:\n  workers: 1\n  node_flags: ['--stack-trace-limit=7', '--max-semi-space-size=8']\nproviders: []\nmodels: []\n`);
+  const child = spawn(process.execPath, ['--max-semi-space-size=4', cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => child.kill('SIGKILL'));
+  let out = '';
+  const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    child.stdout.on('data', (c) => {
+      out += c;
+      const l = out.split('\n').find((x) => x.includes('"model-gateway ready"'));
+      if (l) resolve(JSON.parse(l));
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
+  });
+  t.equal(line.pid, child.pid, 'same process');
+  t.same(line.node_flags, ['--max-semi-space-size=4', '--stack-trace-limit=7'], 'the missing flag added once; the one given on the command line kept');
+  t.equal(out.match(/model-gateway ready/g)?.length, 1, 'one ready line: the relaunch happened before anything was written');
+  const exited = new Promise((r) => child.on('exit', (code) => r(code)));
+  child.kill('SIGTERM');
+  t.equal(await exited, 0);
+
+  fs.writeFileSync(file, `server:\n  workers: 1\n  node_flags: ['--no-such-flag-anywhere']\nproviders: []\nmodels: []\n`);
+  const bad = spawnSync(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1' }, encoding: 'utf8', timeout: 20_000 });
+  t.not(bad.status, 0, 'a flag Node does not know stops the start');
+  t.match(bad.stderr, /no-such-flag-anywhere/, 'and Node names it');
 });
 
 t.test('the committed gateway.schema.json is up to date with the schema', async (t) => {
