@@ -20,7 +20,10 @@
 // It validates what the real providers reject (missing max_tokens or
 // anthropic-version on Anthropic, a system role inside Gemini contents, …) and
 // answers with the provider's error shape, so a translation bug shows up as
-// non-2xx answers in the benchmark instead of fast wrong numbers.
+// non-2xx answers in the benchmark instead of fast wrong numbers. It keeps the
+// raw body of the last accepted request per protocol (a reference, no copy),
+// so that a probe can check what the gateway actually sent upstream
+// ({op:'last', protocol} over IPC).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
@@ -33,6 +36,8 @@ export interface MockUpstream {
   server: http.Server;
   /** Requests answered, by protocol (non-2xx included). */
   counts: Record<Protocol | 'rejected', number>;
+  /** The raw body of the last accepted request, by protocol: what the gateway sent (a probe compares it). */
+  last: Partial<Record<Protocol, Buffer>>;
   close(): Promise<void>;
 }
 
@@ -326,7 +331,7 @@ function startPaced(res: http.ServerResponse, events: Buffer[], intervalMs: numb
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
 const GEMINI_SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 
-export function createMockHandler(counts: MockUpstream['counts']): http.RequestListener {
+export function createMockHandler(counts: MockUpstream['counts'], last: MockUpstream['last'] = {}): http.RequestListener {
   return (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -336,11 +341,12 @@ export function createMockHandler(counts: MockUpstream['counts']): http.RequestL
       const path = q === -1 ? url : url.slice(0, q);
       const query = q === -1 ? '' : url.slice(q + 1);
       let parsed: Parsed;
+      const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
       try {
         if (req.method !== 'POST') throw new Rejection(405, { error: { message: 'POST only' } });
         let body: unknown;
         try {
-          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          body = JSON.parse(raw.toString('utf8'));
         } catch {
           throw new Rejection(400, { error: { message: 'We could not parse the JSON body of your request.', type: 'invalid_request_error' } });
         }
@@ -355,6 +361,7 @@ export function createMockHandler(counts: MockUpstream['counts']): http.RequestL
         return;
       }
       counts[parsed.protocol]++;
+      last[parsed.protocol] = raw;
       const p = prepared(parsed.protocol, parsed.model, parsed.n);
       if (!parsed.stream) {
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': p.json.length });
@@ -371,9 +378,10 @@ export function createMockHandler(counts: MockUpstream['counts']): http.RequestL
 
 export async function startMockUpstream(port = 0, host = '127.0.0.1'): Promise<MockUpstream> {
   const counts: MockUpstream['counts'] = { 'openai-chat': 0, 'openai-responses': 0, anthropic: 0, gemini: 0, rejected: 0 };
+  const last: MockUpstream['last'] = {};
   // A long keep-alive: the gateway's pooled sockets must not be closed under it
   // between two requests (that would show up as resets, not as latency).
-  const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0, headersTimeout: 60_000 }, createMockHandler(counts));
+  const server = http.createServer({ keepAliveTimeout: 120_000, requestTimeout: 0, headersTimeout: 60_000 }, createMockHandler(counts, last));
   server.maxConnections = 100_000;
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
   const addr = server.address() as AddressInfo;
@@ -382,6 +390,7 @@ export async function startMockUpstream(port = 0, host = '127.0.0.1'): Promise<M
     port: addr.port,
     server,
     counts,
+    last,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -391,14 +400,16 @@ export async function startMockUpstream(port = 0, host = '127.0.0.1'): Promise<M
 }
 
 // As a child process: `node dist/bench/mock-upstream.js [port]`. Reports
-// {ready, port} over IPC (or a JSON line on stdout) and answers {op:'counts'}.
+// {ready, port} over IPC (or a JSON line on stdout) and answers {op:'counts'}
+// and {op:'last', protocol} (the last accepted request body of that protocol, as text, or null).
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const mock = await startMockUpstream(Number(process.argv[2] ?? 0));
   const ready = { ready: true, port: mock.port, pid: process.pid };
   if (process.send) {
     process.send(ready);
-    process.on('message', (m: { op?: string }) => {
+    process.on('message', (m: { op?: string; protocol?: Protocol }) => {
       if (m?.op === 'counts') process.send!({ counts: mock.counts });
+      else if (m?.op === 'last' && m.protocol) process.send!({ last: { protocol: m.protocol, body: mock.last[m.protocol]?.toString('utf8') ?? null } });
     });
     process.on('disconnect', () => process.exit(0));
   } else process.stdout.write(JSON.stringify(ready) + '\n');
