@@ -11,7 +11,7 @@ export interface RowResult {
   id: string;
   label: string;
   target: TargetKind;
-  /** What the row exercises: passthrough, anthropic, gemini, responses (on a translated family). */
+  /** What the row exercises: passthrough, anthropic, gemini, responses (on a translated family), anthropic-heavy (a long conversation translated). */
   path: string;
   stream: boolean;
   status: RowStatus;
@@ -59,6 +59,8 @@ export interface BenchReport {
     log: string;
     transport: string;
     workers_row: boolean;
+    /** The heavy request (bench/heavy.ts): chat messages, words per text, body size in bytes. */
+    heavy?: { messages: number; words: number; bytes: number };
   };
   gateway: { startup_ms: number; startup_samples_ms: number[]; idle_rss_mb: number; peak_rss_mb: number; log_lines?: number; log_bytes_per_line?: number };
   rows: RowResult[];
@@ -83,6 +85,8 @@ export interface BenchReport {
   ratios_paired_rounds?: Record<string, number[]>;
   /** The same ratios from the table's per-row medians (rows measured apart in time). */
   ratios_of_row_medians?: Record<string, number | null>;
+  /** Ratios shown as information only (no target is judged on them), with the reason. */
+  ratio_notes?: Record<string, string>;
   targets: TargetCheck[];
   profile?: unknown;
 }
@@ -119,6 +123,8 @@ export function formatTable(rep: BenchReport): string {
       `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}. ` +
       `Other processes used ${rep.machine.background_cpu_pct ?? '?'}% of one core meanwhile (${rep.machine.nproc} cores).`,
   );
+  const h = rep.settings.heavy;
+  if (h) lines.push(`heavy request: a chat completion translated to Anthropic, ${h.messages} messages of ${h.words} words per text, a system prompt and 2 tools, ${(h.bytes / 1024).toFixed(1)} KB of JSON.`);
   const g = rep.gateway;
   lines.push(
     `gateway start-up to a ready /healthz: ${r1(g.startup_ms, 0)} ms; idle RSS ${r1(g.idle_rss_mb, 0)} MB; peak RSS (VmHWM) ${r1(g.peak_rss_mb, 0)} MB` +
@@ -146,7 +152,8 @@ export function formatTable(rep: BenchReport): string {
   for (const [k, v] of Object.entries(rep.ratios)) {
     const rounds = rep.ratios_paired_rounds?.[k];
     const m = rep.ratios_of_row_medians?.[k];
-    lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}${rounds ? ` [${rounds.map((x) => x.toFixed(2)).join(' ')}; table ${m == null ? 'n/a' : m.toFixed(2) + 'x'}]` : ''}`);
+    const note = rep.ratio_notes?.[k];
+    lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}${rounds ? ` [${rounds.map((x) => x.toFixed(2)).join(' ')}; table ${m == null ? 'n/a' : m.toFixed(2) + 'x'}]` : ''}${note ? ` (${note})` : ''}`);
   }
   lines.push('');
   lines.push('targets:');

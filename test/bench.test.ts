@@ -1,19 +1,21 @@
 // The benchmark machinery, run for a few seconds on tiny settings so that it
 // cannot rot: real mock upstream and gateway processes from dist, the direct
-// and passthrough rows, a handful of checked streams, the report written as
-// JSON and SVG. No timing assertion: only that every number is there and finite.
+// and passthrough rows, the heavy translated rows on 1 and 2 workers, a handful
+// of checked streams, the report written as JSON and SVG. No timing assertion:
+// only that every number is there and finite.
 import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runBenchmark, buildRows, FULL } from '../bench/bench.js';
+import { HEAVY_DEFAULT, heavyChatBody, expectedAnthropic, checkAnthropicHeavy } from '../bench/heavy.js';
 import { formatTable, svgChart, type BenchReport } from '../bench/report.js';
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
 
 const finite = (n: unknown) => typeof n === 'number' && Number.isFinite(n);
 
-t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON and SVG written', async (t) => {
+t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 workers), streams checked, JSON and SVG written', async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-test-'));
   t.teardown(() => fs.rmSync(out, { recursive: true, force: true }));
   const rep = await runBenchmark({
@@ -27,28 +29,47 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
     tokens: 4,
     portkey: false,
     plain: true,
-    workers2: false,
+    // The 2-worker gateway, for the heavy rows' ratio (and its passthrough row, not requested here).
+    workers2: true,
     // The other transport (server.transport: http) answers too.
     altTransport: true,
     startupSamples: 1,
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
-    only: ['plain-chat', 'gw-openai', 'gwalt-openai'],
+    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy'],
     outDir: out,
     print: false,
   });
   t.same(
     rep.rows.map((r) => r.id),
-    ['direct-chat', 'plain-chat', 'gw-openai', 'gwalt-openai'],
+    ['direct-chat', 'plain-chat', 'gw-openai', 'gw-heavy', 'gwalt-openai', 'gw2-heavy'],
     'the requested rows and their direct baseline',
   );
   for (const r of rep.rows) {
-    t.equal(r.status, 'ok', `${r.id} ran`);
+    // A heavy row whose probe found the wrong upstream request would be 'failed' here.
+    t.equal(r.status, 'ok', `${r.id} ran${r.note ? `: ${r.note}` : ''}`);
     t.ok(finite(r.rps) && r.rps! > 0, `${r.id} req/s`);
     t.ok(finite(r.p50_ms) && finite(r.p99_ms), `${r.id} percentiles`);
     t.equal(r.failed, 0, `${r.id} no failed request`);
-    t.ok(r.c1 && r.c1.requests > 0 && finite(r.c1.p50_ms) && finite(r.c1.p99_ms), `${r.id} concurrency-1 latency`);
+    // The 2-worker rows are measured at 32 connections only.
+    if (r.id !== 'gw2-heavy') t.ok(r.c1 && r.c1.requests > 0 && finite(r.c1.p50_ms) && finite(r.c1.p99_ms), `${r.id} concurrency-1 latency`);
   }
+  const heavy = rep.rows.find((r) => r.id === 'gw-heavy')!;
+  const heavy2 = rep.rows.find((r) => r.id === 'gw2-heavy')!;
+  t.equal(heavy.path, 'anthropic-heavy');
+  t.equal(heavy2.target, 'gateway-2w');
+  t.match(heavy2.label, /×2 workers · Anthropic translated, \d+ KB conversation/);
+  t.ok(finite(heavy2.peak_rss_mb), 'the 2-worker gateway RSS sampled (primary and workers)');
+  t.same(rep.settings.heavy, { ...HEAVY_DEFAULT, bytes: Buffer.byteLength(heavyChatBody('bench/anthropic', 4)) }, 'the heavy body is described in the settings');
+  const w = rep.ratios['heavy translated 2 workers / 1 worker'];
+  t.ok(finite(w) && w! > 0, 'the workers ratio on the heavy rows is measured, paired');
+  t.equal(rep.ratios_paired_rounds?.['heavy translated 2 workers / 1 worker']?.length, 1);
+  t.equal(rep.ratios['passthrough 2 workers / 1 worker'], null, 'gw2-openai not requested: no passthrough workers ratio');
+  t.match(rep.ratio_notes?.['passthrough 2 workers / 1 worker'], /information only/);
+  const wt = rep.targets.find((x) => /2 workers vs 1 worker/.test(x.name))!;
+  t.match(wt.name, /heavy/, 'the workers target is judged on the heavy rows');
+  t.equal(wt.value, `${w!.toFixed(2)}x`);
+  t.equal(wt.goal, 'shows scaling (>= 1.2x)');
   const gw = rep.rows.find((r) => r.id === 'gw-openai')!;
   t.equal(gw.c1!.baseline, 'direct-chat');
   t.ok(finite(gw.c1!.added_p50_ms) && finite(gw.c1!.added_p99_ms), 'added latency computed');
@@ -80,8 +101,13 @@ t.test('one tiny run: direct and gateway passthrough rows, streams checked, JSON
   const svg = fs.readFileSync(path.join(out, 'latest.svg'), 'utf8');
   t.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   t.match(svg, /gateway · OpenAI passthrough/);
-  t.match(rep.rows[3].label, /transport http/, 'the alternative transport row is labelled');
-  t.match(formatTable(rep), /gateway · OpenAI passthrough/);
+  t.match(rep.rows.find((r) => r.id === 'gwalt-openai')!.label, /transport http/, 'the alternative transport row is labelled');
+  t.match(svg, /×2 workers · Anthropic translated/, 'the heavy rows are in the chart');
+  t.same(json.settings.heavy, rep.settings.heavy);
+  const table = formatTable(rep);
+  t.match(table, /gateway · OpenAI passthrough/);
+  t.match(table, /heavy translated 2 workers \/ 1 worker: \d/);
+  t.match(table, /heavy request: a chat completion translated to Anthropic, \d+ messages/);
 });
 
 t.test('a family or endpoint that is not registered is a row "n/a", not a crash', async (t) => {
@@ -97,6 +123,7 @@ t.test('a family or endpoint that is not registered is a row "n/a", not a crash'
   t.match(byId.get('gw-gemini-stream')!.na, /gemini family is not registered/);
   t.match(byId.get('gw-responses')!.na, /Responses endpoint not registered/);
   t.match(byId.get('portkey-chat')!.na, /Portkey did not start/);
+  t.match(byId.get('gw-heavy')!.na, /anthropic family is not registered/, 'the heavy rows need the anthropic family');
   t.notOk(byId.get('gw-anthropic')!.spec, 'no request spec for an n/a row');
 
   const rep: BenchReport = {
@@ -126,6 +153,7 @@ t.test('mock upstream: the four wire formats, strict checks, paced streams', asy
   t.equal(JSON.parse(chat.text).choices[0].message.content, expectedText(3));
   const anth = await post('/v1/messages', { model: 'c', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] }, { 'x-api-key': 'k', 'anthropic-version': '2023-06-01' });
   t.equal(JSON.parse(anth.text).content[0].text, expectedText(2));
+  t.same(JSON.parse(mock.last.anthropic!.toString()), { model: 'c', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] }, 'the mock keeps the last accepted request body');
   const noVersion = await post('/v1/messages', { model: 'c', max_tokens: 2, messages: [] }, { 'x-api-key': 'k' });
   t.equal(noVersion.status, 400, 'Anthropic without anthropic-version is rejected');
   t.equal(JSON.parse(noVersion.text).type, 'error');
@@ -180,4 +208,44 @@ t.test('the framework-floor / A-B harness runs: plain proxy, a Koa variant, this
     t.ok(finite(r.cpu_us) && r.cpu_us > 0, `${r.label}: CPU per request`);
   }
   t.equal(rows[0].ratio, 1, 'the plain proxy is the reference');
+});
+
+t.test('heavy request: a valid long conversation, and the upstream check catches a wrong translation', async (t) => {
+  const body = JSON.parse(heavyChatBody('bench/anthropic', 16));
+  t.equal(body.messages.length, HEAVY_DEFAULT.messages + 1, 'system message + the requested messages');
+  t.equal(body.messages[0].role, 'system');
+  t.equal(body.messages.at(-1).role, 'user', 'ends with the question');
+  t.ok(body.messages.some((m: { content: unknown }) => Array.isArray(m.content)), 'content-part arrays');
+  t.ok(body.messages.some((m: { tool_calls?: unknown[] }) => m.tool_calls?.length), 'tool calls');
+  t.ok(body.messages.some((m: { role: string }) => m.role === 'tool'), 'tool results');
+  t.equal(body.tools.length, 2);
+  const small = { messages: 9, words: 4 };
+  t.equal(JSON.parse(heavyChatBody('m', 4, small)).messages.length, 10);
+
+  const want = expectedAnthropic('claude-bench', 16);
+  t.equal((want.messages as unknown[]).length, HEAVY_DEFAULT.messages, 'one Anthropic message per chat message: roles alternate after translation');
+  t.equal(checkAnthropicHeavy(want, 'claude-bench', 16), null, 'the expected translation passes');
+  // What the gateway adds on its own (cache_control marks, stream: false) is not a difference.
+  const marked = structuredClone(want) as { system: Record<string, unknown>[]; tools: Record<string, unknown>[] };
+  marked.system[0].cache_control = { type: 'ephemeral' };
+  marked.tools[1].cache_control = { type: 'ephemeral' };
+  t.equal(checkAnthropicHeavy(marked, 'claude-bench', 16), null, 'cache_control marks are ignored');
+  const wrong = (f: (b: { system?: unknown; messages: { role: string; content: Record<string, unknown>[] }[]; max_tokens: number }) => void) => {
+    const b = structuredClone(want) as Parameters<typeof f>[0];
+    f(b);
+    return checkAnthropicHeavy(b, 'claude-bench', 16);
+  };
+  t.match(wrong((b) => void b.messages.pop()), /messages, expected/, 'a lost message');
+  t.match(
+    wrong((b) => {
+      delete b.system;
+    }),
+    /system differs/,
+    'no system prompt',
+  );
+  t.match(wrong((b) => void b.messages.unshift({ role: 'user', content: [{ type: 'text', text: 'x' }] })), /messages/, 'an extra message');
+  t.match(wrong((b) => void (b.messages[5].content[0].text = 'changed')), /messages\[5\] differs/, 'a changed text');
+  t.match(wrong((b) => void b.messages.reverse()), /messages\[0\] differs/, 'reordered');
+  t.match(wrong((b) => void (b.max_tokens = 4096)), /max_tokens differs/);
+  t.match(checkAnthropicHeavy(undefined, 'claude-bench', 16), /no Anthropic request/);
 });
