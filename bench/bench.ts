@@ -19,9 +19,12 @@
 // machine's cores with the gateway; a small passthrough request costs them
 // together more than half what it costs the gateway, so on 2 cores a second
 // worker mostly competes with them. The heavy request costs the gateway three
-// to six times what it costs the client and the mock together, so there the
-// ratio shows what a second worker buys. The passthrough 2-worker row and
-// ratio stay, as information.
+// to six times what it costs the client and the mock together (the table's CPU
+// columns show the split), so there the ratio shows what a second worker buys.
+// Its garbage also weighs on one worker's heap at 32 connections (the gateway's
+// default server.node_flags bound the young generation): the µs/req column
+// shows how much of the gain is less GC per worker. The passthrough 2-worker
+// row and ratio stay, as information.
 import { mkdtempSync, readdirSync, openSync, readSync, closeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -578,6 +581,23 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     const notePeak = (r: RowDef, v: number) => {
       if (r.group && Number.isFinite(v)) peaks.set(r.id, Math.max(peaks.get(r.id) ?? 0, v));
     };
+    // Where the CPU goes during each 32-connection measurement: the row's
+    // target (all its processes), the mock upstream, and this process (the
+    // load generator), in % of one core; and the target's CPU per request.
+    const cpu = new Map<string, { target: number[]; mock: number[]; client: number[]; us: number[] }>();
+    const cpuNow = (r: RowDef) => ({ target: r.group ? cpuSeconds(groups.get(r.group)?.() ?? []) : NaN, mock: cpuSeconds([mock.pid]), client: cpuSeconds([process.pid]), at: performance.now() });
+    const noteCpu = (r: RowDef, a: ReturnType<typeof cpuNow>, b: ReturnType<typeof cpuNow>, ok: number) => {
+      const wall = (b.at - a.at) / 1000;
+      if (!(wall > 0)) return;
+      const c = cpu.get(r.id) ?? { target: [], mock: [], client: [], us: [] };
+      if (r.group) {
+        c.target.push(((b.target - a.target) / wall) * 100);
+        if (ok > 0) c.us.push(((b.target - a.target) / ok) * 1e6);
+      }
+      c.mock.push(((b.mock - a.mock) / wall) * 100);
+      c.client.push(((b.client - a.client) / wall) * 100);
+      cpu.set(r.id, c);
+    };
     // Paired ratios: on a shared VM the speed drifts by ±25% within a minute,
     // so a ratio of two rows measured half a round apart is partly drift. Each
     // round therefore also measures every ratio's rows back to back, the
@@ -598,7 +618,9 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       const rot = <T>(xs: T[]) => xs.map((_, i) => xs[(i + round) % xs.length]);
       for (const r of rot(c32Rows)) {
         if (r.group) sampler.take(r.group);
+        const c0 = cpuNow(r);
         const res = await throughput(r.spec!, o.connections, o.throughputS);
+        noteCpu(r, c0, cpuNow(r), res.ok);
         if (r.group) notePeak(r, sampler.take(r.group));
         tp.set(r.id, [...(tp.get(r.id) ?? []), res]);
       }
@@ -723,6 +745,13 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         base.failed = (base.failed ?? 0) + l.failed;
       }
       if (peaks.has(r.id)) base.peak_rss_mb = peaks.get(r.id);
+      const c = cpu.get(r.id);
+      if (c?.mock.length) {
+        const m1 = (xs: number[]) => Math.round(median(xs) * 10) / 10;
+        base.cpu = { mock_pct: m1(c.mock), client_pct: m1(c.client) };
+        if (c.target.length) base.cpu.target_pct = m1(c.target);
+        if (c.us.length) base.cpu.target_us_per_req = Math.round(median(c.us));
+      }
       return base;
     });
     const byId = new Map(results.map((r) => [r.id, r]));

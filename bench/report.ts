@@ -34,6 +34,13 @@ export interface RowResult {
     baseline?: string;
   };
   peak_rss_mb?: number;
+  /**
+   * CPU during the 32-connection measurement, median over rounds, in % of one
+   * core: the row's target (all its processes; absent for direct rows), the
+   * mock upstream, and the benchmark process (the load generator); and the
+   * target's CPU time per answered request, in µs.
+   */
+  cpu?: { target_pct?: number; mock_pct: number; client_pct: number; target_us_per_req?: number };
 }
 
 export interface TargetCheck {
@@ -94,7 +101,8 @@ export interface BenchReport {
 const r1 = (n: number | undefined, d = 1) => (n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(d));
 
 export function formatTable(rep: BenchReport): string {
-  const head = ['target', 'req/s', 'p50 ms', 'p99 ms', 'c=1 p50', '+p50 ms', '+p99 ms', 'TTFB', '+TTFB', 'RSS MB', 'fail'];
+  const head = ['target', 'req/s', 'p50 ms', 'p99 ms', 'c=1 p50', '+p50 ms', '+p99 ms', 'TTFB', '+TTFB', 'RSS MB', 'CPU% t/m/c', 'µs/req', 'fail'];
+  const pct = (n: number | undefined) => (n === undefined ? '–' : Math.round(n).toString());
   const ok = rep.rows.filter((r) => r.status === 'ok');
   const cells = (r: RowResult): string[] => {
     const c = r.c1;
@@ -109,6 +117,8 @@ export function formatTable(rep: BenchReport): string {
       r1(c?.ttfb_p50_ms, 3),
       r1(c?.added_ttfb_p50_ms, 3),
       r1(r.peak_rss_mb, 0),
+      r.cpu ? `${pct(r.cpu.target_pct)}/${pct(r.cpu.mock_pct)}/${pct(r.cpu.client_pct)}` : '–',
+      r.cpu?.target_us_per_req === undefined ? '–' : String(r.cpu.target_us_per_req),
       r.failed === undefined ? '–' : String(r.failed),
     ];
   };
@@ -120,6 +130,7 @@ export function formatTable(rep: BenchReport): string {
   lines.push(
     `req/s, p50, p99: ${rep.settings.connections} connections, median of ${rep.settings.rounds} interleaved round(s) of ${rep.settings.throughput_s} s. ` +
       `c=1: one connection, ${rep.settings.serial_s} s per round; +p50/+p99/+TTFB: over the direct row of the same upstream protocol. ` +
+      `CPU% t/m/c: % of one core used by the target, the mock upstream and the load generator during the 32-connection run; µs/req: the target's CPU per request. ` +
       `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}. ` +
       `Other processes used ${rep.machine.background_cpu_pct ?? '?'}% of one core meanwhile (${rep.machine.nproc} cores).`,
   );

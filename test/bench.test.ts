@@ -53,6 +53,8 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     t.equal(r.failed, 0, `${r.id} no failed request`);
     // The 2-worker rows are measured at 32 connections only.
     if (r.id !== 'gw2-heavy') t.ok(r.c1 && r.c1.requests > 0 && finite(r.c1.p50_ms) && finite(r.c1.p99_ms), `${r.id} concurrency-1 latency`);
+    t.ok(r.cpu && finite(r.cpu.mock_pct) && finite(r.cpu.client_pct), `${r.id} CPU of the mock and the load generator`);
+    if (r.target !== 'direct') t.ok(finite(r.cpu?.target_pct) && r.cpu!.target_us_per_req! > 0, `${r.id} CPU of the target, per request`);
   }
   const heavy = rep.rows.find((r) => r.id === 'gw-heavy')!;
   const heavy2 = rep.rows.find((r) => r.id === 'gw2-heavy')!;
@@ -104,8 +106,10 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   t.match(rep.rows.find((r) => r.id === 'gwalt-openai')!.label, /transport http/, 'the alternative transport row is labelled');
   t.match(svg, /×2 workers · Anthropic translated/, 'the heavy rows are in the chart');
   t.same(json.settings.heavy, rep.settings.heavy);
+  t.same(json.rows.find((r) => r.id === 'gw-heavy')!.cpu, heavy.cpu, 'latest.json holds the CPU split');
   const table = formatTable(rep);
   t.match(table, /gateway · OpenAI passthrough/);
+  t.match(table, /CPU% t\/m\/c/);
   t.match(table, /heavy translated 2 workers \/ 1 worker: \d/);
   t.match(table, /heavy request: a chat completion translated to Anthropic, \d+ messages/);
 });
