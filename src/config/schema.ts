@@ -26,9 +26,6 @@ export function sizeBytes(size: string | number): number {
   return Math.floor(Number(m[1]) * unit);
 }
 
-/** server.node_flags when the file sets none (docs/performance.md has the measurements). */
-export const DEFAULT_NODE_FLAGS = ['--max-semi-space-size=16', '--heap-growing-percent=50'] as const;
-
 const ServerSchema = v.strictObject({
   host: v.optional(v.string(), '0.0.0.0'),
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535)), 8080),
@@ -45,11 +42,11 @@ const ServerSchema = v.strictObject({
   /** Upstream transport: `undici` (undici connection pools, the default: least CPU per call), `http` (node:http on keep-alive agents) or `proxy` (http-proxy-3). BENCHMARKS.md has the numbers. */
   transport: v.optional(v.picklist(['undici', 'http', 'proxy']), 'undici'),
   /**
-   * Node/V8 flags the gateway process runs with: `start` re-executes itself once
-   * (same pid) with those it was not started with. The defaults bound V8's young
-   * generation and old-generation growth (docs/performance.md); `[]` keeps Node's own.
+   * Node/V8 flags the gateway process runs with (e.g. `--max-semi-space-size=32`
+   * to trade some throughput for memory: docs/performance.md#memory): `start`
+   * re-executes itself once (same pid) with those it was not started with.
    */
-  node_flags: v.optional(v.array(v.pipe(v.string(), v.regex(/^--[a-z][a-z0-9_-]*(=[^\s]+)?$/, "must be a node or V8 flag such as '--max-semi-space-size=16'"))), [...DEFAULT_NODE_FLAGS]),
+  node_flags: v.optional(v.array(v.pipe(v.string(), v.regex(/^--[a-z][a-z0-9_-]*(=[^\s]+)?$/, "must be a node or V8 flag such as '--max-semi-space-size=32'"))), []),
 });
 
 const KeySchema = v.strictObject({
