@@ -121,7 +121,7 @@ export const FULL: BenchOptions = {
   workers2: true,
   heavy: HEAVY_DEFAULT,
   altTransport: true,
-  streamsTunedFlags: ['--max-semi-space-size=16'],
+  streamsTunedFlags: ['--max-semi-space-size=32'],
   startupSamples: 3,
   profile: false,
   log: 'file',
@@ -571,7 +571,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
 
     if (o.warmupS > 0) {
       log(o, `warm-up (${o.warmupS} s per row)…`);
-      for (const r of c32Rows) await throughput(r.spec!, o.connections, o.warmupS);
+      // A multi-worker target splits its warm-up between its workers: it gets one warm-up per worker.
+      for (const r of c32Rows) await throughput(r.spec!, o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
       for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
     }
 
