@@ -52,6 +52,7 @@ import {
 } from './processes.js';
 import { formatTable, writeResults, type BenchReport, type RowResult, type TargetKind, type TargetCheck } from './report.js';
 import { summarize, formatSummary } from './profile.js';
+import { writeFlameGraph } from './flame.js';
 
 export interface BenchOptions {
   quick: boolean;
@@ -829,6 +830,13 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         const s = summarize(path.join(profDir, files[0]), 30);
         report.profile = { file: path.join(profDir, files[0]), ...s };
         log(o, '\n' + formatSummary(s));
+        // The same profile by call stack: bench/flame.ts. A failure here must not lose the run.
+        try {
+          const svg = writeFlameGraph(path.join(profDir, files[0]), path.join(o.outDir ?? profDir, 'profile-flame.svg'), { title: `gateway CPU profile (${files[0]})` });
+          log(o, `flame graph: ${svg}`);
+        } catch (err) {
+          log(o, `flame graph not written: ${(err as Error).message}`);
+        }
       }
     }
     if (o.outDir) writeResults(report, o.outDir);
@@ -941,7 +949,9 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
         'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
           '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
           `  [--heavy-messages N] [--heavy-words N]   the heavy request's conversation (default ${FULL.heavy.messages} messages, ${FULL.heavy.words} words per text)\n` +
-          '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n',
+          '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n' +
+          '  --profile: the gateway runs under node --cpu-prof; prints its top functions by self time and writes a flame graph,\n' +
+          '    <out DIR>/profile-flame.svg (next to the .cpuprofile with --out -); any profile: node dist/bench/flame.js <file.cpuprofile>\n',
       );
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);

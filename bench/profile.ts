@@ -4,8 +4,9 @@
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
-interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number }[];
+/** The parts of V8's .cpuprofile that the summary and the flame graph (flame.ts) read. */
+export interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number; children?: number[]; parent?: number }[];
   samples: number[];
   timeDeltas: number[];
   startTime: number;
@@ -19,7 +20,8 @@ export interface ProfileEntry {
   pct: number;
 }
 
-function shortUrl(url: string): string {
+/** A script URL as the summary and the flame graph show it: the package path under node_modules, `dist/...` for the gateway's own code. */
+export function shortUrl(url: string): string {
   if (!url) return '(native)';
   const nm = url.lastIndexOf('node_modules/');
   if (nm !== -1) return url.slice(nm + 'node_modules/'.length);
