@@ -122,7 +122,7 @@ export const FULL: BenchOptions = {
   workers2: true,
   heavy: HEAVY_DEFAULT,
   altTransport: true,
-  streamsTunedFlags: ['--max-semi-space-size=32'],
+  streamsTunedFlags: ['--max-semi-space-size=16'],
   startupSamples: 3,
   profile: false,
   log: 'file',
