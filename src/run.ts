@@ -16,6 +16,7 @@ import { createGateway, type EndpointSpec } from './server.js';
 import { createLogger } from './log.js';
 
 const flagName = (f: string) => f.split('=')[0].replace(/_/g, '-');
+const LACKING_FLAGS = 'running without some of server.node_flags (this Node cannot re-execute itself): pass them on the command line or in NODE_OPTIONS';
 
 /** The flags of `wanted` this process was started without (by name, from its command line or NODE_OPTIONS). */
 export function missingNodeFlags(wanted: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
@@ -47,7 +48,7 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   const workers = workerCount(config.server.workers);
   if (workers > 1 && cluster.isPrimary) return runPrimary(config, workers, lacking);
   const gw = await createGateway({ config, registry, endpoints });
-  if (lacking.length) gw.logger.warn({ node_flags: lacking }, 'running without some of server.node_flags (this Node cannot re-execute itself): pass them on the command line or in NODE_OPTIONS');
+  if (lacking.length) gw.logger.warn({ node_flags: lacking }, LACKING_FLAGS);
   const addr = await gw.listen();
   gw.logger.info(
     { port: addr.port, host: addr.address, pid: process.pid, models: config.models.size, node_flags: process.execArgv, ...(cluster.isWorker ? { worker: cluster.worker?.id } : {}) },
@@ -73,7 +74,7 @@ const MAX_EARLY_DEATHS = 5;
 
 function runPrimary(config: GatewayConfig, count: number, lacking: string[]): void {
   const logger = createLogger(config.server.log_level);
-  if (lacking.length) logger.warn({ node_flags: lacking }, 'running without some of server.node_flags (this Node cannot re-execute itself): pass them on the command line or in NODE_OPTIONS');
+  if (lacking.length) logger.warn({ node_flags: lacking }, LACKING_FLAGS);
   if (config.storage.responses_db === ':memory:')
     logger.warn({ workers: count }, "storage.responses_db is ':memory:' with several workers: each worker keeps its own stored responses, so GET /v1/responses/{id} and previous_response_id only find responses the same worker stored; use a file (shared in WAL mode) or workers: 1");
   const serving = new WeakSet<Worker>();
