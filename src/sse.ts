@@ -42,9 +42,7 @@ export class SSEParser {
       const lineStart = start;
       start = i + 1;
       if (end === lineStart) {
-        if (this.data.length) out.push({ event: this.event, data: this.data.length === 1 ? this.data[0] : this.data.join('\n'), id: this.id });
-        this.event = undefined;
-        this.data = [];
+        this.dispatch(out);
         continue;
       }
       if (buf.charCodeAt(lineStart) === 58) continue; // ':' comment
@@ -58,7 +56,13 @@ export class SSEParser {
     const rest = this.buf + this.decoder.decode();
     this.buf = '';
     if (rest.length && rest.startsWith('data')) this.field(rest);
-    if (this.data.length) out.push({ event: this.event, data: this.data.join('\n'), id: this.id });
+    this.dispatch(out);
+  }
+
+  /** A blank line (or the end): the event gathered so far, if it has data. The id carries over. */
+  private dispatch(out: SSEEvent[]): void {
+    if (this.data.length) out.push({ event: this.event, data: this.data.length === 1 ? this.data[0] : this.data.join('\n'), id: this.id });
+    this.event = undefined;
     this.data = [];
   }
 
