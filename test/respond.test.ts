@@ -4,7 +4,7 @@
 import t from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { pipeFrames } from '../src/respond.js';
+import { pipeFrames, MappedFrames } from '../src/respond.js';
 
 async function serve(frames: () => AsyncIterable<string>, onError: (e: unknown) => string | null = () => null) {
   let result: string | undefined;
@@ -60,4 +60,44 @@ t.test('many frames with back-pressure keep their order', async (t) => {
   });
   const ids = text.split('\n\n').filter(Boolean).map((f) => Number(f.slice(6).split(' ')[0]));
   t.same(ids, Array.from({ length: 500 }, (_, i) => i));
+});
+
+t.test('MappedFrames: the writer maps items itself, with the same frames a plain consumer gets', async (t) => {
+  const big = 'y'.repeat(8192);
+  const make = () =>
+    new MappedFrames(
+      (async function* () {
+        for (let i = 0; i < 300; i++) {
+          yield i;
+          if (i % 60 === 0) await sleep(1);
+        }
+      })(),
+      (i: number) => (i % 3 === 0 ? '' : `data: ${i} ${big}\n\n`),
+      () => 'data: [DONE]\n\n',
+    );
+  let generic = '';
+  for await (const f of make()) generic += f;
+  const { text, result } = await serve(make);
+  t.equal(text, generic, 'same bytes through pipeFrames (back-pressure included) as through the generic iterator');
+  t.ok(text.endsWith('data: [DONE]\n\n'));
+  t.notMatch(text, /data: 3 /, 'an item mapped to no frame writes nothing');
+  t.equal(result(), 'completed');
+
+  const failing = await serve(
+    () =>
+      new MappedFrames(
+        (async function* () {
+          yield 1;
+          yield 2;
+        })(),
+        (i: number) => {
+          if (i === 2) throw new Error('mapping failed');
+          return `data: ${i}\n\n`;
+        },
+        () => 'data: [DONE]\n\n',
+      ),
+    () => 'data: {"error":{}}\n\n',
+  );
+  t.equal(failing.text, 'data: 1\n\ndata: {"error":{}}\n\n', 'a mapper that throws ends with the error frame, no [DONE]');
+  t.equal(failing.result(), 'failed');
 });
