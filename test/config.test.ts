@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { missingNodeFlags } from '../src/run.js';
+import { missingNodeFlags, runtimeV8Flags, RUNTIME_V8_FLAGS } from '../src/run.js';
 import { startMock, sse } from './mocks/server.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -180,6 +180,7 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   t.equal(h.status, 200);
   if (os.availableParallelism() > 1) t.match(out, /"workers":\d+[^\n]*primary: starting workers/, 'no server.workers: one worker per core');
   t.match(out, /"node_flags":\[\][^\n]*"msg":"model-gateway ready"/, 'no server.node_flags: Node as started');
+  t.match(out, /"v8_flags":\["--no-allocation-site-pretenuring"\][^\n]*"msg":"model-gateway ready"/, 'the runtime V8 flags set by default, listed in the ready line');
   const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: 'Bearer k-start-1', 'content-type': 'application/json' },
@@ -207,10 +208,16 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   t.same(missingNodeFlags(['--max-semi-space-size=16', '--stack-trace-limit=7'], ['--max_semi_space_size=32'], ''), ['--stack-trace-limit=7'], 'a flag given on the command line (either spelling) is kept as given');
   t.same(missingNodeFlags(['--max-semi-space-size=16', '--stack-trace-limit=7'], [], ' --stack-trace-limit=3  --max-old-space-size=900'), ['--max-semi-space-size=16'], 'NODE_OPTIONS counts too');
   t.same(missingNodeFlags([], [], ''), []);
+  t.same(RUNTIME_V8_FLAGS, ['--no-allocation-site-pretenuring']);
+  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, [], [], ''), ['--no-allocation-site-pretenuring'], 'set when nobody named the flag');
+  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, ['--allocation-site-pretenuring'], [], ''), [], 'server.node_flags naming it (either polarity) wins');
+  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, [], ['--allocation_site_pretenuring'], ''), [], 'so does the command line, in either spelling');
+  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, [], [], '--max-old-space-size=900 --no-allocation-site-pretenuring'), [], 'and NODE_OPTIONS');
+  t.same(runtimeV8Flags(['--no-foo', '--bar=1'], ['--baz'], ['--nothing'], ''), ['--no-foo', '--bar=1'], 'other flags do not count');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-flags-'));
   const file = path.join(dir, 'gateway.yaml');
   // Two workers: the primary re-executes itself, the workers inherit the flags.
-  fs.writeFileSync(file, `server:\n  workers: 2\n  node_flags: ['--stack-trace-limit=7', '--max-semi-space-size=8']\nproviders: []\nmodels: []\n`);
+  fs.writeFileSync(file, `server:\n  workers: 2\n  node_flags: ['--stack-trace-limit=7', '--max-semi-space-size=8', '--allocation-site-pretenuring']\nproviders: []\nmodels: []\n`);
   const child = spawn(process.execPath, ['--max-semi-space-size=4', cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => child.kill('SIGKILL'));
   let out = '';
@@ -222,7 +229,8 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
     });
     child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
   });
-  t.same(line.node_flags, ['--max-semi-space-size=4', '--stack-trace-limit=7'], 'the missing flag added once; the one given on the command line kept; the worker inherited both');
+  t.same(line.node_flags, ['--max-semi-space-size=4', '--stack-trace-limit=7', '--allocation-site-pretenuring'], 'the missing flags added once; the one given on the command line kept; the worker inherited them');
+  t.same(line.v8_flags, [], 'a runtime V8 flag named in server.node_flags is left as the operator set it');
   t.match(out, new RegExp(`"pid":${child.pid},[^\\n]*primary: starting workers`), 'the primary kept its pid through the re-exec');
   t.equal(out.match(/primary: starting workers/g)?.length, 1, 'one primary line: the relaunch happened before anything was written');
   const exited = new Promise((r) => child.on('exit', (code) => r(code)));
