@@ -40,7 +40,7 @@ export function parseRetryAfter(h: Record<string, string | string[] | undefined>
   return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
 }
 
-export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<UpstreamResponse> {
+export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCallOptions, streaming = false): Promise<UpstreamResponse> {
   const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : JSON.stringify(o.body);
   const res = await call.transport.request({
     pool: call.provider.name,
@@ -52,6 +52,7 @@ export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCa
     signal: call.signal,
     firstByteTimeoutMs: call.provider.timeout_ms,
     maxSockets: call.provider.max_sockets,
+    releaseBody: streaming,
   });
   if (res.status >= 400) {
     const text = (await readBody(res.body)).toString('utf8');
@@ -78,7 +79,7 @@ export async function upstreamJson<T = Record<string, unknown>>(call: ProviderCa
 }
 
 export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<AsyncGenerator<SSEEvent>> {
-  const res = await upstreamRequest(call, o);
+  const res = await upstreamRequest(call, o, true);
   const ct = String(res.headers['content-type'] ?? '');
   if (!ct.includes('text/event-stream')) {
     res.body.resume();

@@ -20,6 +20,31 @@ import { listModels, getModel } from './api/models.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 
 /** An ingress endpoint: how to validate its body and what its terminal step does. */
+
+/**
+ * Request fields that can be large: the conversation and what travels with
+ * it. Released from `ctx.body` once a stream is committed (its first event is
+ * on the way to the client, so no fallback will translate the request again):
+ * a stream lasts seconds to minutes, and holding a long prompt for all of it,
+ * once per open stream, is most of a streaming gateway's memory. Finalizers of
+ * a stream see `ctx.body` without them (docs/plugins.md).
+ */
+export const RELEASED_ON_STREAM = ['messages', 'input', 'instructions', 'tools', 'functions', 'prediction', 'response_format', 'text'] as const;
+
+function releaseConversation(ctx: RequestContext): void {
+  const body: Record<string, unknown> = {};
+  for (const k in ctx.body) if (!(RELEASED_ON_STREAM as readonly string[]).includes(k)) body[k] = ctx.body[k];
+  ctx.body = body;
+}
+
+/** The body the body reader parsed, taken off the Koa request so that the request context holds the only reference. */
+function takeBody(kctx: Koa.Context): Record<string, unknown> {
+  const req = kctx.request as unknown as { body?: Record<string, unknown> };
+  const body = req.body ?? {};
+  req.body = undefined;
+  return body;
+}
+
 export interface EndpointSpec {
   endpoint: Endpoint;
   method: 'POST' | 'GET' | 'DELETE';
@@ -174,7 +199,6 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       // Aborted by the core's close listener when the client leaves first.
       const ac = new AbortController();
       kctx.state.abort = ac;
-      const raw = (kctx.request as unknown as { body?: Record<string, unknown> }).body ?? {};
       const ctx: RequestContext = {
         id: kctx.state.requestId,
         endpoint: spec.endpoint,
@@ -184,7 +208,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         signal: ac.signal,
         config,
         logger,
-        body: raw,
+        // The parsed body moves to ctx (validation then replaces it with its output):
+        // nothing else keeps it, so a long stream does not hold a second copy.
+        body: takeBody(kctx),
         state: {},
         log: kctx.state.log,
         debug: { normalizations: [], deprecations: [] },
@@ -211,6 +237,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         return;
       }
       kctx.respond = false;
+      releaseConversation(ctx);
       const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, (err) => {
         const served = config.providers.get(String(ctx.log.provider ?? ''));
         const raw = out.onError(err);

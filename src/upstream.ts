@@ -33,6 +33,12 @@ export interface UpstreamRequest {
   /** No response headers within this time: the call fails with ETIMEDOUT_FIRST_BYTE. */
   firstByteTimeoutMs: number;
   maxSockets?: number;
+  /**
+   * The response may last minutes (a stream): do not keep the request body
+   * referenced while it is read. A 31 KB conversation otherwise stays in memory
+   * for the whole stream, once per open stream.
+   */
+  releaseBody?: boolean;
 }
 
 export interface UpstreamResponse {
@@ -349,6 +355,24 @@ export function readBody(res: Readable, limit = 64 * 1024 * 1024): Promise<Buffe
 }
 
 /**
+ * A body undici forgets once it is written. undici keeps a Buffer or string
+ * body referenced (its Request and its request handler) until the response
+ * ends; a stream body is read once and holds nothing after. The headers (with
+ * the content-length) and the body still leave in one corked write.
+ */
+export function oneShot(body: Buffer | string): Readable {
+  let pending: Buffer | string | null = body;
+  return new Readable({
+    read() {
+      const b = pending;
+      pending = null;
+      if (b !== null && b.length) this.push(b);
+      this.push(null);
+    },
+  });
+}
+
+/**
  * The same contract on undici's connection pools (one Pool per provider and
  * origin, `max_sockets` connections, keep-alive). undici's HTTP/1.1 client
  * does less per call than node:http's ClientRequest + Agent: a plain proxy
@@ -391,8 +415,8 @@ export function createUndiciTransport(): Transport {
         res = await poolFor(t, r.maxSockets ?? 256, r.firstByteTimeoutMs).request({
           path: t.path,
           method,
-          headers: r.headers,
-          body: r.body ?? (method === 'GET' ? undefined : ''),
+          headers: r.releaseBody && r.body !== undefined ? { ...r.headers, 'content-length': String(Buffer.byteLength(r.body)) } : r.headers,
+          body: r.releaseBody && r.body !== undefined ? oneShot(r.body) : (r.body ?? (method === 'GET' ? undefined : '')),
           signal: r.signal,
           headersTimeout: r.firstByteTimeoutMs,
           bodyTimeout: 0,

@@ -66,6 +66,22 @@ models:
       t.notOk(JSON.stringify(sent.headers).includes(CLIENT_KEY), 'no client header reaches the provider');
     });
 
+    await t.test('a stream request leaves whole, with its content-length, in one piece of framing', async (t) => {
+      // Stream requests hand the transport a body it must not keep (releaseBody): undici gets it as a one-shot stream.
+      const long = Array.from({ length: 400 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message ${i} ` + 'é—x'.repeat(60) })) as OpenAI.ChatCompletionMessageParam[];
+      long.push({ role: 'user', content: 'last' });
+      const before = oai.requests.length;
+      const s = await client.chat.completions.create({ model: 'x/o', messages: long, stream: true });
+      let text = '';
+      for await (const c of s) text += c.choices[0]?.delta?.content ?? '';
+      t.ok(text.length > 0, 'streamed');
+      const sent = oai.requests[before];
+      t.equal(sent.headers['content-length'], String(Buffer.byteLength(sent.raw)), 'content-length is the body length');
+      t.notOk(sent.headers['transfer-encoding'], 'not chunked');
+      t.equal(sent.body.messages.length, long.length, 'every message arrived');
+      t.equal(sent.body.messages[399].content, long[399].content, 'multi-byte text intact');
+    });
+
     await t.test('connection refused and first-byte timeout are transport failures with their code', async (t) => {
       const refused: any = await client.chat.completions.create({ model: 'x/refused', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
       t.equal(refused.status, 500);
