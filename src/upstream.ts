@@ -36,7 +36,8 @@ export interface UpstreamRequest {
   /**
    * The response may last minutes (a stream): do not keep the request body
    * referenced while it is read. A 31 KB conversation otherwise stays in memory
-   * for the whole stream, once per open stream.
+   * for the whole stream, once per open stream. (undici transport, bodies over
+   * ONE_SHOT_MIN_BYTES; node:http and http-proxy-3 do not keep a written body.)
    */
   releaseBody?: boolean;
 }
@@ -354,6 +355,9 @@ export function readBody(res: Readable, limit = 64 * 1024 * 1024): Promise<Buffe
   });
 }
 
+/** releaseBody applies to bodies longer than this (bytes, or UTF-16 units for a string). */
+export const ONE_SHOT_MIN_BYTES = 4096;
+
 /**
  * A body undici forgets once it is written. undici keeps a Buffer or string
  * body referenced (its Request and its request handler) until the response
@@ -410,13 +414,15 @@ export function createUndiciTransport(): Transport {
       if (r.signal.aborted) throw new TransportError('aborted before sending', 'ABORTED');
       const t = targetOf(r.pool, r.url);
       const method = r.method ?? 'POST';
+      // A stream object costs about 1 KB for the life of the call itself: worth it only for a body larger than that.
+      const oneShotBody = r.releaseBody === true && r.body !== undefined && r.body.length > ONE_SHOT_MIN_BYTES;
       let res: Dispatcher.ResponseData;
       try {
         res = await poolFor(t, r.maxSockets ?? 256, r.firstByteTimeoutMs).request({
           path: t.path,
           method,
-          headers: r.releaseBody && r.body !== undefined ? { ...r.headers, 'content-length': String(Buffer.byteLength(r.body)) } : r.headers,
-          body: r.releaseBody && r.body !== undefined ? oneShot(r.body) : (r.body ?? (method === 'GET' ? undefined : '')),
+          headers: oneShotBody ? { ...r.headers, 'content-length': String(Buffer.byteLength(r.body!)) } : r.headers,
+          body: oneShotBody ? oneShot(r.body!) : (r.body ?? (method === 'GET' ? undefined : '')),
           signal: r.signal,
           headersTimeout: r.firstByteTimeoutMs,
           bodyTimeout: 0,
