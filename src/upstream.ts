@@ -37,7 +37,8 @@ export interface UpstreamRequest {
    * The response may last minutes (a stream): do not keep the request body
    * referenced while it is read. A 31 KB conversation otherwise stays in memory
    * for the whole stream, once per open stream. (undici transport, bodies over
-   * ONE_SHOT_MIN_BYTES; node:http and http-proxy-3 do not keep a written body.)
+   * ONE_SHOT_MIN_BYTES; the http and proxy transports drop their own
+   * reference once the body is handed to node:http.)
    */
   releaseBody?: boolean;
 }
@@ -145,6 +146,8 @@ export function createProxyTransport(): Transport {
         const target = new URL(r.url);
         const isHttps = target.protocol === 'https:';
         const body = r.body === undefined ? undefined : Buffer.isBuffer(r.body) ? r.body : Buffer.from(r.body);
+        // The listeners below live as long as the response and reach `r`: let them reach it without its body.
+        if (r.releaseBody) r = { ...r, body: undefined };
         const headers: Record<string, string> = { ...r.headers, host: target.host };
         if (body) headers['content-length'] = String(body.length);
         else if (r.method !== 'GET') headers['content-length'] = '0';
@@ -197,7 +200,7 @@ export function createProxyTransport(): Transport {
           ignorePath: true,
           selfHandleResponse: true,
           agent: agents.get(r.pool, isHttps, r.maxSockets ?? 256),
-          buffer: body ? Readable.from([body]) : Readable.from([]),
+          buffer: oneShot(body ?? EMPTY),
         } as never, (err: Error) => {
           const code = (err as NodeJS.ErrnoException).code ?? 'EUPSTREAM';
           finish(new TransportError(`${code}: ${err.message}`, code));
@@ -243,6 +246,8 @@ export function createHttpTransport(): Transport {
         if (r.signal.aborted) return reject(new TransportError('aborted before sending', 'ABORTED'));
         const target = targetOf(r.url);
         const body = r.body === undefined ? undefined : Buffer.isBuffer(r.body) ? r.body : Buffer.from(r.body);
+        // The listeners below live as long as the response and reach `r`: let them reach it without its body.
+        if (r.releaseBody) r = { ...r, body: undefined };
         const headers: Record<string, string> = { ...r.headers, host: target.host };
         if (body) headers['content-length'] = String(body.length);
         else if (r.method !== 'GET') headers['content-length'] = '0';
@@ -354,6 +359,8 @@ export function readBody(res: Readable, limit = 64 * 1024 * 1024): Promise<Buffe
     res.once('close', onClose);
   });
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /** releaseBody applies to bodies longer than this (bytes, or UTF-16 units for a string). */
 export const ONE_SHOT_MIN_BYTES = 4096;
