@@ -8,7 +8,7 @@ import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, ProviderCa
 import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
 import type { Transport } from './upstream.js';
 import { TransportError } from './upstream.js';
-import { UpstreamError } from './provider.js';
+import { UpstreamError, MappedEvents } from './provider.js';
 import { GatewayError, errors, scrubSecrets } from './errors.js';
 
 export interface CoreServices {
@@ -204,15 +204,22 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
  * promise per event on the hot path.
  */
 export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number): Promise<AsyncGenerator<T>> {
-  const iter = it[Symbol.asyncIterator]();
   let timer: NodeJS.Timeout | undefined;
-  const first = await Promise.race([
-    iter.next(),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new TransportError(`no first stream event within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE')), timeoutMs);
-    }),
-  ]).finally(() => clearTimeout(timer));
-  if (first.done) throw new TransportError('the provider closed the stream before its first event', 'EEMPTYSTREAM');
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TransportError(`no first stream event within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE')), timeoutMs);
+  });
+  const empty = () => new TransportError('the provider closed the stream before its first event', 'EEMPTYSTREAM');
+  if (it instanceof MappedEvents) {
+    // A provider's synchronous mapping: the first item stays queued in it, and
+    // the writer keeps its batch path (one promise per chunk of events).
+    const mapped = it as MappedEvents<T>;
+    const primed = await Promise.race([mapped.prime(), deadline]).finally(() => clearTimeout(timer));
+    if (!primed) throw empty();
+    return mapped;
+  }
+  const iter = it[Symbol.asyncIterator]();
+  const first = await Promise.race([iter.next(), deadline]).finally(() => clearTimeout(timer));
+  if (first.done) throw empty();
   let pending: IteratorResult<T> | undefined = first;
   const done = (value?: unknown): Promise<IteratorResult<T>> => Promise.resolve({ done: true, value: value as T });
   const primed: AsyncGenerator<T> = {

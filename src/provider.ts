@@ -116,7 +116,7 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
   private closed = false;
   private detached = false;
   private failure: Error | undefined;
-  private waiter: { resolve(r: IteratorResult<SSEEvent, undefined>): void; reject(e: unknown): void } | undefined;
+  private waiter: { resolve(r: IteratorResult<SSEEvent, undefined>): void; reject(e: unknown): void; batch?: (events: SSEEvent[] | null) => void } | undefined;
   private readonly onData = (chunk: Buffer) => {
     this.parser.push(chunk, this.queue);
     if (this.queue.length - this.head >= HIGH_WATER_EVENTS) this.res.body.pause();
@@ -149,6 +149,17 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
     return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
   }
 
+  /**
+   * Every event parsed so far (at least one: waits for it), or null at the
+   * end: events that arrived in one chunk cost the consumer one promise.
+   */
+  nextEvents(): Promise<SSEEvent[] | null> {
+    if (this.head < this.queue.length) return Promise.resolve(this.takeAll());
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.ended || this.closed) return Promise.resolve(null);
+    return new Promise((resolve, reject) => (this.waiter = { resolve: () => {}, reject, batch: resolve }));
+  }
+
   /** The consumer stops: hand the connection back (or drop it) and report done. */
   return(): Promise<IteratorResult<SSEEvent, undefined>> {
     this.stop();
@@ -168,6 +179,14 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
     this.stop();
   }
 
+  private takeAll(): SSEEvent[] {
+    const out = this.head === 0 ? this.queue : this.queue.slice(this.head);
+    this.queue = [];
+    this.head = 0;
+    if (this.res.body.isPaused() && !this.ended) this.res.body.resume();
+    return out;
+  }
+
   private take(): SSEEvent {
     const ev = this.queue[this.head++];
     if (this.head === this.queue.length) {
@@ -183,13 +202,15 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
     if (!w) return;
     if (this.head < this.queue.length) {
       this.waiter = undefined;
-      w.resolve({ done: false, value: this.take() });
+      if (w.batch) w.batch(this.takeAll());
+      else w.resolve({ done: false, value: this.take() });
     } else if (this.failure) {
       this.waiter = undefined;
       w.reject(this.failure);
     } else if (this.ended) {
       this.waiter = undefined;
-      w.resolve(DONE);
+      if (w.batch) w.batch(null);
+      else w.resolve(DONE);
     }
   }
 
@@ -211,7 +232,8 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
     if (!wasEnded) this.res.release();
     const w = this.waiter;
     this.waiter = undefined;
-    w?.resolve(DONE);
+    if (w?.batch) w.batch(null);
+    else w?.resolve(DONE);
   }
 
   private detach(): void {
@@ -228,6 +250,133 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
 }
 
 function ignore(): void {}
+
+/**
+ * A provider's stream mapping as a synchronous step per upstream event, so
+ * that the writer can map a whole chunk of events to frames with one promise
+ * (where an async generator per provider cost a promise, an iterator result
+ * and several microtasks per event; BENCHMARKS.md, "Streams").
+ */
+export interface EventMapper<T> {
+  /** Push the items for one event to `out`; return true when this event ends the stream (nothing after it is read). */
+  step(ev: SSEEvent, out: T[]): boolean;
+  /** The upstream ended without a terminal event: push any closing items, or throw (a cut stream must not look finished). */
+  end(out: T[]): void;
+}
+
+/**
+ * Items mapped from upstream events by an EventMapper. An AsyncGenerator for
+ * any consumer; the writer (src/respond.ts) and primeStream use nextBatch(),
+ * which maps every event that arrived together in one go.
+ */
+export class MappedEvents<T> implements AsyncGenerator<T, undefined> {
+  private readonly iter: AsyncIterator<SSEEvent>;
+  private readonly source?: UpstreamEvents;
+  private buf: T[] = [];
+  private head = 0;
+  private done = false;
+  /** An error raised after some items of the same batch: thrown once those are delivered. */
+  private failed: unknown;
+
+  constructor(
+    source: AsyncIterable<SSEEvent>,
+    private readonly mapper: EventMapper<T>,
+  ) {
+    if (source instanceof UpstreamEvents) this.source = source;
+    this.iter = source[Symbol.asyncIterator]();
+  }
+
+  /** The items of the next upstream event(s) that made any (at least one), or null at the end. */
+  async nextBatch(): Promise<T[] | null> {
+    if (this.head < this.buf.length) {
+      const out = this.head === 0 ? this.buf : this.buf.slice(this.head);
+      this.buf = [];
+      this.head = 0;
+      return out;
+    }
+    if (this.failed !== undefined) {
+      const err = this.failed;
+      this.failed = undefined;
+      throw err;
+    }
+    const out: T[] = [];
+    try {
+      while (!this.done && out.length === 0) {
+        if (this.source) {
+          const events = await this.source.nextEvents();
+          if (events === null) this.finish(out);
+          else for (let i = 0; i < events.length && !this.done; i++) if (this.mapper.step(events[i], out)) this.terminal();
+        } else {
+          const r = await this.iter.next();
+          if (r.done) this.finish(out);
+          else if (this.mapper.step(r.value, out)) this.terminal();
+        }
+      }
+    } catch (err) {
+      this.stop();
+      // What the events before the failing one made still goes out first, as it would have one by one.
+      if (!out.length) throw err;
+      this.failed = err;
+    }
+    return out.length ? out : null;
+  }
+
+  /** Read until the first item is ready (it stays queued for the consumer); false if the stream ended without one. */
+  async prime(): Promise<boolean> {
+    const first = await this.nextBatch();
+    if (!first) return false;
+    this.buf = first;
+    this.head = 0;
+    return true;
+  }
+
+  async next(): Promise<IteratorResult<T, undefined>> {
+    if (this.head >= this.buf.length) {
+      const batch = await this.nextBatch();
+      if (!batch) return DONE;
+      this.buf = batch;
+      this.head = 0;
+    }
+    return { done: false, value: this.buf[this.head++] };
+  }
+
+  return(): Promise<IteratorResult<T, undefined>> {
+    this.stop();
+    return Promise.resolve(DONE);
+  }
+
+  throw(err?: unknown): Promise<IteratorResult<T, undefined>> {
+    this.stop();
+    return Promise.reject(err);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stop();
+  }
+
+  private finish(out: T[]): void {
+    this.done = true;
+    this.mapper.end(out);
+  }
+
+  /** The mapper saw the terminal event: hand the connection back at once. */
+  private terminal(): void {
+    this.done = true;
+    void this.iter.return?.();
+  }
+
+  private stop(): void {
+    this.buf = [];
+    this.head = 0;
+    if (this.done) return;
+    this.done = true;
+    void this.iter.return?.();
+  }
+}
 
 export function unparseable(message: string): UpstreamError {
   return new UpstreamError(502, { message, type: 'api_error', param: null, code: 'invalid_upstream_response' });

@@ -4,6 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { once } from 'node:events';
 import { SSE_HEADERS } from './sse.js';
+import { MappedEvents } from './provider.js';
 
 /**
  * Frames made from a source's items by a synchronous mapper. The writer runs
@@ -58,12 +59,28 @@ export async function pipeFrames(
     return !res.destroyed;
   };
   try {
-    for await (const item of source) {
-      if (res.destroyed) return 'client_closed';
-      const frame = mapped ? mapped.frame(item) : (item as string);
-      if (!frame) continue;
-      if (!res.write(frame) && !(await drained())) return 'client_closed';
-    }
+    if (mapped && source instanceof MappedEvents) {
+      // A provider's synchronous mapping: every event that arrived together
+      // becomes frames in one go, and leaves in one write.
+      const batched = source as MappedEvents<unknown>;
+      try {
+        for (let batch = await batched.nextBatch(); batch !== null; batch = await batched.nextBatch()) {
+          if (res.destroyed) return 'client_closed';
+          let frames = '';
+          for (let i = 0; i < batch.length; i++) frames += mapped.frame(batch[i]) ?? '';
+          if (frames && !res.write(frames) && !(await drained())) return 'client_closed';
+        }
+      } finally {
+        // Stopped early (client gone, a frame that threw): let the upstream go.
+        void batched.return();
+      }
+    } else
+      for await (const item of source) {
+        if (res.destroyed) return 'client_closed';
+        const frame = mapped ? mapped.frame(item) : (item as string);
+        if (!frame) continue;
+        if (!res.write(frame) && !(await drained())) return 'client_closed';
+      }
     const last = mapped?.end?.();
     if (last && !res.write(last) && !(await drained())) return 'client_closed';
     if (res.destroyed) return 'client_closed';

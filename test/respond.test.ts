@@ -101,3 +101,50 @@ t.test('MappedFrames: the writer maps items itself, with the same frames a plain
   t.equal(failing.text, 'data: 1\n\ndata: {"error":{}}\n\n', 'a mapper that throws ends with the error frame, no [DONE]');
   t.equal(failing.result(), 'failed');
 });
+
+t.test('MappedFrames over a provider mapping (MappedEvents): a batch per chunk of events, the same bytes, the upstream let go', async (t) => {
+  const { PassThrough } = await import('node:stream');
+  const { UpstreamEvents, MappedEvents } = await import('../src/provider.js');
+  const big = 'z'.repeat(4096);
+  let released = 0;
+  const make = (chunks: string[][]) => {
+    const body = new PassThrough();
+    const events = new UpstreamEvents({ status: 200, headers: {}, body, release: () => void released++ });
+    const mapped = new MappedEvents<number>(events, {
+      step(ev, out) {
+        if (ev.data === 'end') return true;
+        const n = Number(ev.data);
+        if (n % 5 !== 0) out.push(n, n + 0.5); // two items per event, none for multiples of 5
+        return false;
+      },
+      end() {},
+    });
+    (async () => {
+      for (const group of chunks) {
+        body.write(group.map((d) => `data: ${d}\n\n`).join(''));
+        await sleep(2);
+      }
+    })();
+    return new MappedFrames(mapped, (n: number) => (Number.isInteger(n) ? `data: ${n} ${big}\n\n` : `data: ${n}\n\n`), () => 'data: [DONE]\n\n');
+  };
+  const groups = Array.from({ length: 40 }, (_, g) => Array.from({ length: 7 }, (_, i) => String(g * 7 + i)));
+  groups.push(['end', '999']);
+  let generic = '';
+  for await (const f of make(groups)) generic += f;
+  t.match(generic, /^data: 1 z+\n\ndata: 1\.5\n\ndata: 2 /, 'two frames per event, in order');
+  t.notMatch(generic, /data: 5 /, 'an event that maps to nothing writes nothing');
+  t.notMatch(generic, /data: 999/, 'nothing after the terminal event');
+  released = 0;
+  let writes = 0;
+  const srv = http.createServer(async (_req, res) => {
+    const write = res.write.bind(res) as (c: string) => boolean;
+    res.write = ((c: string) => (writes++, write(c))) as typeof res.write;
+    await pipeFrames(res, {}, make(groups), () => null);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const text = await (await fetch(`http://127.0.0.1:${(srv.address() as AddressInfo).port}/`)).text();
+  srv.close();
+  t.equal(text, generic, 'the same bytes as the generic iterator, back-pressure included');
+  t.ok(writes <= groups.length + 1, `one write per chunk of events, not per frame (${writes} writes for ${groups.length} chunks)`);
+  t.equal(released, 1, 'the terminal event handed the connection back');
+});

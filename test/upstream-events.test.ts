@@ -1,10 +1,11 @@
 // The upstream event stream (src/provider.ts UpstreamEvents) and the
 // synchronous SSE parser under it: events in order whatever the chunking,
 // back-pressure on a consumer that lags, the connection handed back when the
-// consumer stops early, and a broken body as a TransportError.
+// consumer stops early, and a broken body as a TransportError. MappedEvents:
+// a provider's synchronous mapping over it, a batch per chunk of events.
 import t from 'tap';
 import { PassThrough } from 'node:stream';
-import { UpstreamEvents } from '../src/provider.js';
+import { UpstreamEvents, MappedEvents, UpstreamError, type EventMapper } from '../src/provider.js';
 import { SSEParser, type SSEEvent } from '../src/sse.js';
 import { TransportError, type UpstreamResponse } from '../src/upstream.js';
 
@@ -108,4 +109,86 @@ t.test('a body that breaks or closes early is a TransportError, after the events
   t.ok(err2 instanceof TransportError, 'closed without an end: premature close');
   t.equal(err2.code, 'ECONNRESET');
   t.equal(b.released(), 0);
+});
+
+/** A mapper like the providers': `n` maps to n items, `stop` is the terminal event, `bad` throws; the end without `stop` is a cut stream. */
+function mapper(log: string[] = []): EventMapper<string> {
+  return {
+    step(ev, out) {
+      log.push(ev.data);
+      if (ev.data === 'stop') return true;
+      if (ev.data === 'bad') throw new UpstreamError(502, { message: 'bad event', type: 'api_error', param: null, code: null });
+      for (let i = 0; i < Number(ev.data); i++) out.push(`${ev.data}.${i}`);
+      return false;
+    },
+    end() {
+      throw new UpstreamError(502, { message: 'cut', type: 'api_error', param: null, code: null });
+    },
+  };
+}
+const ev = (d: string) => `data: ${d}\n\n`;
+
+t.test('MappedEvents: events that arrive together are mapped in one batch; events that make nothing are skipped', async (t) => {
+  const { body, res, released } = upstream();
+  const m = new MappedEvents(new UpstreamEvents(res), mapper());
+  body.write(ev('0') + ev('2') + ev('0') + ev('1'));
+  t.same(await m.nextBatch(), ['2.0', '2.1', '1.0'], 'one batch for one chunk of four events');
+  body.write(ev('0'));
+  const later = m.nextBatch();
+  body.write(ev('3'));
+  t.same(await later, ['3.0', '3.1', '3.2'], 'a batch waits for an event that makes items');
+  body.write(ev('1') + ev('stop') + ev('5'));
+  t.same(await m.nextBatch(), ['1.0'], 'the terminal event ends the batch; nothing after it is mapped');
+  t.equal(await m.nextBatch(), null);
+  t.equal(released(), 1, 'the connection is handed back at the terminal event');
+});
+
+t.test('MappedEvents: a mapping error after some items delivers them, then fails, and lets the upstream go', async (t) => {
+  const { body, res, released } = upstream();
+  const log: string[] = [];
+  const m = new MappedEvents(new UpstreamEvents(res), mapper(log));
+  body.write(ev('1') + ev('2') + ev('bad') + ev('4'));
+  t.same(await m.nextBatch(), ['1.0', '2.0', '2.1'], 'the items before the bad event');
+  await t.rejects(m.nextBatch(), { message: '502 bad event' }, 'then its error');
+  t.equal(await m.nextBatch(), null, 'then done');
+  t.same(log, ['1', '2', 'bad'], 'no event after the bad one was mapped');
+  t.equal(released(), 1);
+
+  const cut = upstream();
+  const m2 = new MappedEvents(new UpstreamEvents(cut.res), mapper());
+  cut.body.end(ev('1'));
+  t.same(await m2.nextBatch(), ['1.0']);
+  await t.rejects(m2.nextBatch(), { message: '502 cut' }, 'an upstream that ends without its terminal event fails in end()');
+});
+
+t.test('MappedEvents: prime() keeps the first items queued; a plain async iterable works as a source; return() stops it', async (t) => {
+  const { body, res } = upstream();
+  const m = new MappedEvents(new UpstreamEvents(res), mapper());
+  body.write(ev('0') + ev('2'));
+  t.equal(await m.prime(), true);
+  body.write(ev('1') + ev('stop'));
+  const got: string[] = [];
+  for await (const item of m) got.push(item);
+  t.same(got, ['2.0', '2.1', '1.0'], 'the primed items first, then the rest, through the AsyncGenerator interface');
+
+  const empty = upstream();
+  const m2 = new MappedEvents(new UpstreamEvents(empty.res), { step: () => false, end: () => {} });
+  empty.body.end(ev('x'));
+  t.equal(await m2.prime(), false, 'a stream that ends without an item primes nothing');
+
+  let returned = 0;
+  const source = {
+    [Symbol.asyncIterator]() {
+      let i = 0;
+      return {
+        next: async () => (i < 3 ? { done: false as const, value: { event: undefined, data: String(++i), id: undefined } } : { done: true as const, value: undefined }),
+        return: async () => (returned++, { done: true as const, value: undefined }),
+      };
+    },
+  };
+  const m3 = new MappedEvents(source, mapper());
+  t.same(await m3.nextBatch(), ['1.0'], 'one event per next() from a plain iterable');
+  await m3.return();
+  t.equal(returned, 1, 'return() returns the source');
+  t.equal(await m3.nextBatch(), null, 'and nothing more comes');
 });

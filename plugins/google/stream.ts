@@ -12,7 +12,7 @@
 // openai SDK's stream helper) would otherwise keep only the last one.
 import type { ChatChunk, ChunkDelta, FinishReason, ReasoningDetail, ChatUsage } from '../../src/types.js';
 import type { SSEEvent } from '../../src/sse.js';
-import { UpstreamError, parseEventJson } from '../../src/provider.js';
+import { UpstreamError, parseEventJson, MappedEvents, type EventMapper } from '../../src/provider.js';
 import type { GeminiErrorBody, GenerateContentResponse } from './wire.js';
 import { streamError } from './errors.js';
 import { completionId, mapFinish, mapLogprobs, mapUsage, signatureDetail, toolCallId, codeText } from './response.js';
@@ -30,46 +30,54 @@ interface ChoiceState {
   finished: boolean;
 }
 
-export async function* geminiChunks(events: AsyncIterable<SSEEvent>, opts: StreamOptions): AsyncGenerator<ChatChunk> {
-  let id: string | undefined;
-  const created = Math.floor(Date.now() / 1000);
-  const choices = new Map<number, ChoiceState>();
-  let usage: ChatUsage | undefined;
+/** The chunks of a Gemini stream, mapped event by event as they arrive (see GeminiChunkMapper). */
+export function geminiChunks(events: AsyncIterable<SSEEvent>, opts: StreamOptions): MappedEvents<ChatChunk> {
+  return new MappedEvents(events, new GeminiChunkMapper(opts));
+}
 
-  const chunk = (index: number, delta: ChunkDelta, finish: FinishReason | null = null, logprobs?: unknown): ChatChunk => {
-    const c: ChatChunk = { id: id!, object: 'chat.completion.chunk', created, model: opts.model, system_fingerprint: null, choices: [{ index, delta, finish_reason: finish, logprobs: logprobs ?? null }] };
-    return c;
-  };
-  const stateOf = (index: number): ChoiceState => {
-    let s = choices.get(index);
-    if (!s) choices.set(index, (s = { started: false, toolCalls: 0, details: [], finished: false }));
+export class GeminiChunkMapper implements EventMapper<ChatChunk> {
+  private id: string | undefined;
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly choices = new Map<number, ChoiceState>();
+  private usage: ChatUsage | undefined;
+
+  constructor(private readonly opts: StreamOptions) {}
+
+  private chunk(index: number, delta: ChunkDelta, finish: FinishReason | null = null, logprobs?: unknown): ChatChunk {
+    return { id: this.id!, object: 'chat.completion.chunk', created: this.created, model: this.opts.model, system_fingerprint: null, choices: [{ index, delta, finish_reason: finish, logprobs: logprobs ?? null }] };
+  }
+
+  private stateOf(index: number): ChoiceState {
+    let s = this.choices.get(index);
+    if (!s) this.choices.set(index, (s = { started: false, toolCalls: 0, details: [], finished: false }));
     return s;
-  };
+  }
+
   /** The first delta of a choice carries the role. */
-  const open = (s: ChoiceState, delta: ChunkDelta): ChunkDelta => {
+  private open(s: ChoiceState, delta: ChunkDelta): ChunkDelta {
     if (s.started) return delta;
     s.started = true;
     return { role: 'assistant', ...delta };
-  };
+  }
 
-  for await (const ev of events) {
+  step(ev: SSEEvent, out: ChatChunk[]): boolean {
     const res = parseEventJson<GenerateContentResponse & GeminiErrorBody>(ev.data);
     if (res.error) throw streamError(res);
-    id ??= completionId(res.responseId);
-    if (res.usageMetadata) usage = mapUsage(res.usageMetadata);
+    this.id ??= completionId(res.responseId);
+    if (res.usageMetadata) this.usage = mapUsage(res.usageMetadata);
 
     const candidates = res.candidates ?? [];
     if (!candidates.length && res.promptFeedback?.blockReason) {
-      const s = stateOf(0);
+      const s = this.stateOf(0);
       if (!s.finished) {
         s.finished = true;
-        yield chunk(0, open(s, { content: '' }), 'content_filter');
+        out.push(this.chunk(0, this.open(s, { content: '' }), 'content_filter'));
       }
-      continue;
+      return false;
     }
     for (const [pos, cand] of candidates.entries()) {
       const index = cand.index ?? pos;
-      const s = stateOf(index);
+      const s = this.stateOf(index);
       const logprobs = mapLogprobs(cand.logprobsResult);
       let logprobsSent = false;
       for (const p of cand.content?.parts ?? []) {
@@ -77,14 +85,14 @@ export async function* geminiChunks(events: AsyncIterable<SSEEvent>, opts: Strea
           // Calls arrive whole: one delta with id, name and complete arguments.
           const callId = p.functionCall.id || toolCallId();
           if (p.thoughtSignature) s.details.push(signatureDetail(p.thoughtSignature, callId));
-          yield chunk(index, open(s, { content: null, tool_calls: [{ index: s.toolCalls++, id: callId, type: 'function', function: { name: p.functionCall.name, arguments: JSON.stringify(p.functionCall.args ?? {}) } }] }));
+          out.push(this.chunk(index, this.open(s, { content: null, tool_calls: [{ index: s.toolCalls++, id: callId, type: 'function', function: { name: p.functionCall.name, arguments: JSON.stringify(p.functionCall.args ?? {}) } }] })));
           continue;
         }
         if (p.thoughtSignature) s.textSignature ??= p.thoughtSignature;
         const text = p.thought ? undefined : (p.text ?? codeText(p));
-        if (p.thought && p.text) yield chunk(index, open(s, { reasoning_content: p.text }));
+        if (p.thought && p.text) out.push(this.chunk(index, this.open(s, { reasoning_content: p.text })));
         else if (text) {
-          yield chunk(index, open(s, { content: text }), null, logprobs && !logprobsSent ? { content: logprobs, refusal: null } : undefined);
+          out.push(this.chunk(index, this.open(s, { content: text }), null, logprobs && !logprobsSent ? { content: logprobs, refusal: null } : undefined));
           logprobsSent = true;
         }
       }
@@ -92,15 +100,20 @@ export async function* geminiChunks(events: AsyncIterable<SSEEvent>, opts: Strea
         s.finished = true;
         const details = s.textSignature ? [signatureDetail(s.textSignature), ...s.details] : s.details;
         const delta: ChunkDelta = details.length ? { reasoning_details: details } : {};
-        yield chunk(index, open(s, s.started ? delta : { content: '', ...delta }), mapFinish(cand.finishReason, s.toolCalls > 0));
+        out.push(this.chunk(index, this.open(s, s.started ? delta : { content: '', ...delta }), mapFinish(cand.finishReason, s.toolCalls > 0)));
       }
     }
+    // Gemini has no terminator: the stream ends with the connection (end()).
+    return false;
   }
 
-  if (!id) throw new UpstreamError(502, { message: 'The provider closed the stream without sending an event.', type: 'api_error', param: null, code: 'upstream_stream_incomplete' });
-  if (![...choices.values()].some((s) => s.finished) || [...choices.values()].some((s) => !s.finished)) {
-    // The connection closed before finishReason: a broken stream must not look finished.
-    throw new UpstreamError(502, { message: 'The provider closed the stream before it finished (no finishReason).', type: 'api_error', param: null, code: 'upstream_stream_incomplete' });
+  end(out: ChatChunk[]): void {
+    if (!this.id) throw new UpstreamError(502, { message: 'The provider closed the stream without sending an event.', type: 'api_error', param: null, code: 'upstream_stream_incomplete' });
+    const states = [...this.choices.values()];
+    if (!states.some((s) => s.finished) || states.some((s) => !s.finished)) {
+      // The connection closed before finishReason: a broken stream must not look finished.
+      throw new UpstreamError(502, { message: 'The provider closed the stream before it finished (no finishReason).', type: 'api_error', param: null, code: 'upstream_stream_incomplete' });
+    }
+    if (this.opts.includeUsage && this.usage) out.push({ id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.opts.model, system_fingerprint: null, choices: [], usage: this.usage });
   }
-  if (opts.includeUsage && usage) yield { id, object: 'chat.completion.chunk', created, model: opts.model, system_fingerprint: null, choices: [], usage };
 }

@@ -6,19 +6,25 @@
 import { randomBytes } from 'node:crypto';
 import type { ChatChunk, ChatCompletion } from '../../src/types.js';
 import type { SSEEvent } from '../../src/sse.js';
-import { UpstreamError, parseEventJson, statusType } from '../../src/provider.js';
+import { UpstreamError, parseEventJson, statusType, MappedEvents, type EventMapper } from '../../src/provider.js';
 
 export function toolCallId(): string {
   return 'call_' + randomBytes(12).toString('hex');
 }
 
-export async function* openAIChunks(events: AsyncIterable<SSEEvent>): AsyncGenerator<ChatChunk> {
+/** The chunks of an OpenAI(-compatible) stream, made uniform event by event (see OpenAIChunkMapper). */
+export function openAIChunks(events: AsyncIterable<SSEEvent>): MappedEvents<ChatChunk> {
+  return new MappedEvents(events, new OpenAIChunkMapper());
+}
+
+export class OpenAIChunkMapper implements EventMapper<ChatChunk> {
   // Per choice: upstream tool index -> stable 0-based index and id.
-  const toolIndex = new Map<string, { index: number; id: string }>();
-  const nextIndex = new Map<number, number>();
-  const finished = new Set<number>();
-  for await (const ev of events) {
-    if (ev.data === '[DONE]') return;
+  private readonly toolIndex = new Map<string, { index: number; id: string }>();
+  private readonly nextIndex = new Map<number, number>();
+  private readonly finished = new Set<number>();
+
+  step(ev: SSEEvent, out: ChatChunk[]): boolean {
+    if (ev.data === '[DONE]') return true;
     const chunk = parseEventJson<ChatChunk & { error?: { message?: string; type?: string; code?: string } }>(ev.data);
     if (chunk.error) {
       throw new UpstreamError(500, { message: chunk.error.message ?? 'upstream stream error', type: chunk.error.type ?? statusType(500), param: null, code: chunk.error.code ?? null });
@@ -37,12 +43,12 @@ export async function* openAIChunks(events: AsyncIterable<SSEEvent>): AsyncGener
           const tc = d.tool_calls[i];
           const upstreamIdx = tc.index ?? (tc.id ? `id:${tc.id}` : `pos:${i}`);
           const key = `${choice.index}|${upstreamIdx}`;
-          let slot = toolIndex.get(key);
+          let slot = this.toolIndex.get(key);
           if (!slot) {
-            const n = nextIndex.get(choice.index) ?? 0;
-            nextIndex.set(choice.index, n + 1);
+            const n = this.nextIndex.get(choice.index) ?? 0;
+            this.nextIndex.set(choice.index, n + 1);
             slot = { index: n, id: tc.id || toolCallId() };
-            toolIndex.set(key, slot);
+            this.toolIndex.set(key, slot);
             tc.id = slot.id;
             tc.type = 'function';
           } else if (tc.id === '') delete tc.id;
@@ -51,13 +57,17 @@ export async function* openAIChunks(events: AsyncIterable<SSEEvent>): AsyncGener
       }
       // xAI repeats the finish_reason chunk: forward it once.
       const empty = !d.content && !d.tool_calls && !d.reasoning_content && !d.refusal && !d.role;
-      if (choice.finish_reason && finished.has(choice.index) && empty) continue;
-      if (choice.finish_reason) finished.add(choice.index);
+      if (choice.finish_reason && this.finished.has(choice.index) && empty) continue;
+      if (choice.finish_reason) this.finished.add(choice.index);
       drop = false;
     }
-    if (drop && !chunk.usage) continue;
-    yield chunk;
+    if (drop && !chunk.usage) return false;
+    out.push(chunk);
+    return false;
   }
+
+  /** `[DONE]` may be missing (some compatible servers): the end of the body ends the stream. */
+  end(): void {}
 }
 
 /** Non-stream compat fixes on a completion. */
