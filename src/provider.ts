@@ -93,6 +93,34 @@ const HIGH_WATER_EVENTS = 256;
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 /**
+ * The AsyncGenerator protocol around a stop(): return() and throw() stop the
+ * source (handing the upstream connection back or dropping it) and report
+ * done; the iterator is its own iterable.
+ */
+abstract class StoppableIterator<T> implements AsyncGenerator<T, undefined> {
+  abstract next(): Promise<IteratorResult<T, undefined>>;
+  protected abstract stop(): void;
+
+  return(): Promise<IteratorResult<T, undefined>> {
+    this.stop();
+    return Promise.resolve(DONE);
+  }
+
+  throw(err?: unknown): Promise<IteratorResult<T, undefined>> {
+    this.stop();
+    return Promise.reject(err);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.stop();
+  }
+}
+
+/**
  * An upstream SSE body as an async iterator of events, parsed synchronously
  * as the body's chunks arrive: one promise per event at most, where a chain of
  * async generators (the stream's own iterator, a chunk generator, a parser
@@ -108,7 +136,7 @@ const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value:
  * arrives at once, and destroys it otherwise. A body that breaks is a
  * TransportError (bodyError).
  */
-export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
+export class UpstreamEvents extends StoppableIterator<SSEEvent> {
   private readonly parser = new SSEParser();
   private queue: SSEEvent[] = [];
   private head = 0;
@@ -135,6 +163,7 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
   };
 
   constructor(private readonly res: UpstreamResponse) {
+    super();
     const body = res.body;
     body.on('data', this.onData);
     body.once('end', this.onEnd);
@@ -158,25 +187,6 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.ended || this.closed) return Promise.resolve(null);
     return new Promise((resolve, reject) => (this.waiter = { resolve: () => {}, reject, batch: resolve }));
-  }
-
-  /** The consumer stops: hand the connection back (or drop it) and report done. */
-  return(): Promise<IteratorResult<SSEEvent, undefined>> {
-    this.stop();
-    return Promise.resolve(DONE);
-  }
-
-  throw(err?: unknown): Promise<IteratorResult<SSEEvent, undefined>> {
-    this.stop();
-    return Promise.reject(err);
-  }
-
-  [Symbol.asyncIterator](): this {
-    return this;
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    this.stop();
   }
 
   private takeAll(): SSEEvent[] {
@@ -222,7 +232,7 @@ export class UpstreamEvents implements AsyncGenerator<SSEEvent, undefined> {
     this.wake();
   }
 
-  private stop(): void {
+  protected stop(): void {
     if (this.closed) return;
     this.closed = true;
     this.queue.length = 0;
@@ -269,7 +279,7 @@ export interface EventMapper<T> {
  * any consumer; the writer (src/respond.ts) and primeStream use nextBatch(),
  * which maps every event that arrived together in one go.
  */
-export class MappedEvents<T> implements AsyncGenerator<T, undefined> {
+export class MappedEvents<T> extends StoppableIterator<T> {
   private readonly iter: AsyncIterator<SSEEvent>;
   private readonly source?: UpstreamEvents;
   private buf: T[] = [];
@@ -282,6 +292,7 @@ export class MappedEvents<T> implements AsyncGenerator<T, undefined> {
     source: AsyncIterable<SSEEvent>,
     private readonly mapper: EventMapper<T>,
   ) {
+    super();
     if (source instanceof UpstreamEvents) this.source = source;
     this.iter = source[Symbol.asyncIterator]();
   }
@@ -340,24 +351,6 @@ export class MappedEvents<T> implements AsyncGenerator<T, undefined> {
     return { done: false, value: this.buf[this.head++] };
   }
 
-  return(): Promise<IteratorResult<T, undefined>> {
-    this.stop();
-    return Promise.resolve(DONE);
-  }
-
-  throw(err?: unknown): Promise<IteratorResult<T, undefined>> {
-    this.stop();
-    return Promise.reject(err);
-  }
-
-  [Symbol.asyncIterator](): this {
-    return this;
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    this.stop();
-  }
-
   private finish(out: T[]): void {
     this.done = true;
     this.mapper.end(out);
@@ -369,7 +362,7 @@ export class MappedEvents<T> implements AsyncGenerator<T, undefined> {
     void this.iter.return?.();
   }
 
-  private stop(): void {
+  protected stop(): void {
     this.buf = [];
     this.head = 0;
     if (this.done) return;
