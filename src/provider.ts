@@ -274,16 +274,62 @@ export interface EventMapper<T> {
   end(out: T[]): void;
 }
 
+/** A source that hands out items in batches: the writer (src/respond.ts) maps and writes a batch at once. */
+export interface BatchSource<T> extends AsyncIterable<T> {
+  /** The next items (at least one), or null at the end. */
+  nextBatch(): Promise<T[] | null>;
+  return(): Promise<unknown>;
+}
+
+export function isBatchSource<T>(s: unknown): s is BatchSource<T> {
+  return typeof (s as BatchSource<T> | undefined)?.nextBatch === 'function';
+}
+
+/** The AsyncGenerator protocol over a pull() of batches; a batch kept back (a primed one, or the rest of one next() began) comes first. */
+export abstract class BatchIterator<T> extends StoppableIterator<T> implements BatchSource<T> {
+  private buf: T[] = [];
+  private head = 0;
+
+  /** The next batch from the source (at least one item), or null at the end. */
+  protected abstract pull(): Promise<T[] | null>;
+
+  nextBatch(): Promise<T[] | null> {
+    if (this.head < this.buf.length) {
+      const out = this.head === 0 ? this.buf : this.buf.slice(this.head);
+      this.dropKept();
+      return Promise.resolve(out);
+    }
+    return this.pull();
+  }
+
+  async next(): Promise<IteratorResult<T, undefined>> {
+    if (this.head >= this.buf.length) {
+      const batch = await this.pull();
+      if (!batch) return DONE;
+      this.keep(batch);
+    }
+    return { done: false, value: this.buf[this.head++] };
+  }
+
+  protected keep(batch: T[]): void {
+    this.buf = batch;
+    this.head = 0;
+  }
+
+  protected dropKept(): void {
+    this.buf = [];
+    this.head = 0;
+  }
+}
+
 /**
  * Items mapped from upstream events by an EventMapper. An AsyncGenerator for
  * any consumer; the writer (src/respond.ts) and primeStream use nextBatch(),
  * which maps every event that arrived together in one go.
  */
-export class MappedEvents<T> extends StoppableIterator<T> {
+export class MappedEvents<T> extends BatchIterator<T> {
   private readonly iter: AsyncIterator<SSEEvent>;
   private readonly source?: UpstreamEvents;
-  private buf: T[] = [];
-  private head = 0;
   private done = false;
   /** An error raised after some items of the same batch: thrown once those are delivered. */
   private failed: unknown;
@@ -298,13 +344,7 @@ export class MappedEvents<T> extends StoppableIterator<T> {
   }
 
   /** The items of the next upstream event(s) that made any (at least one), or null at the end. */
-  async nextBatch(): Promise<T[] | null> {
-    if (this.head < this.buf.length) {
-      const out = this.head === 0 ? this.buf : this.buf.slice(this.head);
-      this.buf = [];
-      this.head = 0;
-      return out;
-    }
+  protected async pull(): Promise<T[] | null> {
     if (this.failed !== undefined) {
       const err = this.failed;
       this.failed = undefined;
@@ -334,21 +374,10 @@ export class MappedEvents<T> extends StoppableIterator<T> {
 
   /** Read until the first item is ready (it stays queued for the consumer); false if the stream ended without one. */
   async prime(): Promise<boolean> {
-    const first = await this.nextBatch();
+    const first = await this.pull();
     if (!first) return false;
-    this.buf = first;
-    this.head = 0;
+    this.keep(first);
     return true;
-  }
-
-  async next(): Promise<IteratorResult<T, undefined>> {
-    if (this.head >= this.buf.length) {
-      const batch = await this.nextBatch();
-      if (!batch) return DONE;
-      this.buf = batch;
-      this.head = 0;
-    }
-    return { done: false, value: this.buf[this.head++] };
   }
 
   private finish(out: T[]): void {
@@ -363,8 +392,7 @@ export class MappedEvents<T> extends StoppableIterator<T> {
   }
 
   protected stop(): void {
-    this.buf = [];
-    this.head = 0;
+    this.dropKept();
     if (this.done) return;
     this.done = true;
     void this.iter.return?.();

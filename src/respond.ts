@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { once } from 'node:events';
 import { SSE_HEADERS } from './sse.js';
-import { MappedEvents } from './provider.js';
+import { isBatchSource } from './provider.js';
 
 /**
  * Frames made from a source's items by a synchronous mapper. The writer runs
@@ -59,10 +59,11 @@ export async function pipeFrames(
     return !res.destroyed;
   };
   try {
-    if (mapped && source instanceof MappedEvents) {
-      // A provider's synchronous mapping: every event that arrived together
-      // becomes frames in one go, and leaves in one write.
-      const batched = source as MappedEvents<unknown>;
+    if (mapped && isBatchSource<unknown>(source)) {
+      // A batch source (a provider's synchronous mapping, Responses events
+      // over it): every event that arrived together becomes frames in one go,
+      // and leaves in one write.
+      const batched = source;
       try {
         for (let batch = await batched.nextBatch(); batch !== null; batch = await batched.nextBatch()) {
           if (res.destroyed) return 'client_closed';

@@ -263,6 +263,48 @@ async function* from(chunks: ChatChunk[], failAfter?: number) {
 }
 const init = { id: 'resp_t', created_at: 1, model: 'x/m', echo: responseEcho({ model: 'x', input: 'y' }) };
 
+t.test('chat chunks -> events in batches: the same events as one by one, a batch per batch of chunks, end events before the store', async (t) => {
+  const { MappedEvents } = await import('../src/provider.js');
+  const list = [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hel' }), chunk({ content: 'lo' }), chunk({}, 'stop')];
+  // A batch source of chat chunks: two "chunks of events", of three and one.
+  const batched = () => {
+    let step = 0;
+    const groups = [list.slice(0, 3), list.slice(3)];
+    return new MappedEvents<ChatChunk>(
+      { [Symbol.asyncIterator]: () => ({ next: async () => (step < groups.length ? { done: false as const, value: { event: undefined, data: String(step++), id: undefined } } : { done: true as const, value: undefined }) }) },
+      { step: (ev, out) => (out.push(...groups[Number(ev.data)]), false), end: () => {} },
+    );
+  };
+  const oneByOne = await drain(chatToResponseEvents(from(list), init, collectHooks().hooks));
+  const { hooks, finished } = collectHooks();
+  const order: string[] = [];
+  const src = chatToResponseEvents(batched(), init, { ...hooks, finish: (r) => (order.push('finish'), hooks.finish(r)) });
+  const batches: ResponseEvent[][] = [];
+  for (let b = await src.nextBatch(); b; b = await src.nextBatch()) {
+    batches.push(b);
+    order.push(`batch of ${b.length}`);
+  }
+  t.same(batches.flat().map((e) => e.type), oneByOne.map((e) => e.type), 'the same events in the same order');
+  t.same(batches.flat().map((e) => e.sequence_number), oneByOne.map((_, i) => i));
+  t.equal(batches.length, 3, 'start + first chunks, last chunk + end, terminal');
+  t.equal(order.at(-2), 'finish', 'the store is updated after the end events went out, before the terminal event');
+  t.equal(batches.at(-1)![0].type, 'response.completed');
+  t.equal(finished.length, 1);
+
+  const { hooks: h2, failed } = collectHooks();
+  const failing = new MappedEvents<ChatChunk>(
+    (async function* () {
+      yield { event: undefined, data: '0', id: undefined };
+      throw new TransportError('socket hang up', 'ECONNRESET');
+    })(),
+    { step: (_ev, out) => (out.push(list[0], list[1]), false), end: () => {} },
+  );
+  const broken = await drain(chatToResponseEvents(failing, init, h2));
+  t.same(broken.slice(-2).map((e) => e.type), ['error', 'response.failed'], 'a source that breaks ends with error and response.failed');
+  t.ok(broken.some((e) => e.type === 'response.output_text.delta'), 'after what came before');
+  t.equal(failed.length, 1);
+});
+
 t.test('chat chunks -> events: interleaved reasoning, late signature, tool calls, refusal, break', async (t) => {
   const { hooks, finished } = collectHooks();
   const ev = await drain(

@@ -15,6 +15,7 @@
 import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../types.js';
 import type { ErrorBody } from '../errors.js';
 import { TransportError } from '../upstream.js';
+import { BatchIterator, isBatchSource, type BatchSource } from '../provider.js';
 import { sseFrame } from '../sse.js';
 import { MappedFrames } from '../respond.js';
 import {
@@ -257,21 +258,75 @@ class ChatStreamTranslator {
 }
 
 /** Chat IR chunks (already primed) to Responses events. */
-export async function* chatToResponseEvents(chunks: AsyncIterable<ChatChunk>, init: StreamInit, hooks: StreamHooks): AsyncGenerator<ResponseEvent> {
-  const tr = new ChatStreamTranslator(init);
-  yield* tr.start();
-  try {
-    for await (const c of chunks) yield* tr.chunk(c);
-  } catch (err) {
-    const f = tr.failed(hooks.errorBody(err));
-    hooks.fail(f.response);
-    yield* f.events(f.response);
-    return;
+export function chatToResponseEvents(chunks: AsyncIterable<ChatChunk>, init: StreamInit, hooks: StreamHooks): ChatToResponseEvents {
+  return new ChatToResponseEvents(chunks, init, hooks);
+}
+
+/**
+ * The translation as a batch source: the events of every chunk that arrived
+ * together (a provider's MappedEvents batch) come as one batch, which the
+ * writer frames and writes at once. The order of events is that of the
+ * translator: start, the chunks', end (written before the store is updated),
+ * then the terminal event; a failing source ends with error and
+ * response.failed.
+ */
+export class ChatToResponseEvents extends BatchIterator<ResponseEvent> {
+  private readonly tr: ChatStreamTranslator;
+  private readonly chunks: AsyncIterator<ChatChunk>;
+  private readonly batches?: BatchSource<ChatChunk>;
+  private state: 'new' | 'open' | 'ended' | 'done' = 'new';
+
+  constructor(
+    chunks: AsyncIterable<ChatChunk>,
+    init: StreamInit,
+    private readonly hooks: StreamHooks,
+  ) {
+    super();
+    this.tr = new ChatStreamTranslator(init);
+    if (isBatchSource<ChatChunk>(chunks)) this.batches = chunks;
+    this.chunks = chunks[Symbol.asyncIterator]();
   }
-  yield* tr.end();
-  const response = tr.final();
-  await hooks.finish(response);
-  yield tr.terminal(response);
+
+  protected async pull(): Promise<ResponseEvent[] | null> {
+    const out: ResponseEvent[] = [];
+    if (this.state === 'new') {
+      this.state = 'open';
+      out.push(...this.tr.start());
+    }
+    while (this.state === 'open') {
+      let batch: ChatChunk[] | null;
+      try {
+        batch = this.batches ? await this.batches.nextBatch() : await this.chunks.next().then((r) => (r.done ? null : [r.value]));
+        if (batch) for (const c of batch) out.push(...this.tr.chunk(c));
+      } catch (err) {
+        this.state = 'done';
+        void this.chunks.return?.();
+        const f = this.tr.failed(this.hooks.errorBody(err));
+        this.hooks.fail(f.response);
+        out.push(...f.events(f.response));
+        return out;
+      }
+      if (batch === null) {
+        this.state = 'ended';
+        out.push(...this.tr.end());
+      }
+      if (out.length) return out;
+    }
+    if (this.state === 'ended') {
+      this.state = 'done';
+      const response = this.tr.final();
+      await this.hooks.finish(response);
+      return [this.tr.terminal(response)];
+    }
+    return null;
+  }
+
+  protected stop(): void {
+    this.dropKept();
+    if (this.state === 'done') return;
+    this.state = 'done';
+    void this.chunks.return?.();
+  }
 }
 
 export interface NativeInit {
