@@ -199,9 +199,10 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
 
 /**
  * Read the first item of a stream before committing to it (fallback stays
- * possible until then). Returns an iterator that yields that item again first,
- * then delegates straight to the source: no generator layer, so no extra
- * promise per event on the hot path.
+ * possible until then). A provider's MappedEvents keeps that item queued and is
+ * returned as it is (the writer keeps its batch path); any other source gets
+ * an iterator that yields the item again first, then delegates straight to
+ * it: no generator layer, so no extra promise per event on the hot path.
  */
 export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number): Promise<AsyncGenerator<T>> {
   let timer: NodeJS.Timeout | undefined;
