@@ -37,10 +37,11 @@ fs.writeFileSync(
     name: 'probe',
     async handle(ctx, next) {
       const p = globalThis.__releaseProbe;
-      p.refs.push({ what: 'body as parsed', ref: new WeakRef(ctx.body) }, { what: 'messages as parsed', ref: new WeakRef(ctx.body.messages) });
+      const conv = (b) => b.messages ?? b.input;
+      p.refs.push({ what: 'body as parsed', ref: new WeakRef(ctx.body) }, { what: 'conversation as parsed', ref: new WeakRef(conv(ctx.body)) });
       ctx.finalizers.push(() => p.seen.push({ keys: Object.keys(ctx.body) }));
       await next();
-      p.refs.push({ what: 'validated body', ref: new WeakRef(ctx.body) }, { what: 'validated messages', ref: new WeakRef(ctx.body.messages) }, { what: 'a validated message', ref: new WeakRef(ctx.body.messages[3]) });
+      p.refs.push({ what: 'validated body', ref: new WeakRef(ctx.body) }, { what: 'validated conversation', ref: new WeakRef(conv(ctx.body)) }, { what: 'a validated message', ref: new WeakRef(conv(ctx.body)[3]) });
     },
   };
 }
@@ -131,6 +132,26 @@ for (const model of ['compat/m', 'anthropic/claude-x']) {
     t.ok(p.seen[0].keys.includes('model') && p.seen[0].keys.includes('user') && p.seen[0].keys.includes('temperature'), 'and with the other fields');
   });
 }
+
+t.test('a Responses stream (translated, store: false) holds no copy of its request either', async (t) => {
+  const p = probe();
+  p.refs = [];
+  p.seen = [];
+  const input = conversation().map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content as string }));
+  const stream = await client.responses.create({ model: 'anthropic/claude-x', input, stream: true, store: false, max_output_tokens: 100 });
+  const it = stream[Symbol.asyncIterator]();
+  const first = await it.next();
+  t.notOk(first.done, 'the stream is open');
+  await collect();
+  t.same(
+    p.refs.filter((r) => r.ref.deref() !== undefined).map((r) => r.what),
+    [],
+    'nothing of the request is reachable while the stream is still open',
+  );
+  let done = false;
+  for (let r = await it.next(); !r.done; r = await it.next()) if ((r.value as { type: string }).type === 'response.completed') done = true;
+  t.ok(done, 'the stream completed after the collection');
+});
 
 t.test('a JSON answer: the finalizer sees the whole body', async (t) => {
   const p = probe();

@@ -15,7 +15,7 @@
 // Stored responses (store defaults to true, as on OpenAI) let a conversation
 // continue with `previous_response_id` on any provider: the gateway replays
 // the stored items itself, whatever family served the earlier turns.
-import type { RequestContext, ProviderPlugin } from '../plugin.js';
+import type { RequestContext, ProviderPlugin, Outcome } from '../plugin.js';
 import type { ChatChunk, ChatCompletion, ChatRequest } from '../types.js';
 import type { EndpointSpec } from '../server.js';
 import type { LoadedPipeline } from '../pipeline.js';
@@ -164,25 +164,10 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
   });
 
   const model = servedModel(ctx);
-  const save = async (r: ResponseObject | Record<string, unknown>) => {
-    if (!store || !wantsStore || (r.status !== 'completed' && r.status !== 'incomplete')) return;
-    try {
-      await store.put({
-        id: String(r.id),
-        owner,
-        model,
-        created_at: Number(r.created_at) || Math.floor(Date.now() / 1000),
-        previous_response_id: body.previous_response_id ?? null,
-        input: fresh,
-        output: (r.output as Item[] | undefined) ?? [],
-        response: r,
-      });
-    } catch (err) {
-      // The client still gets its answer; a later previous_response_id to it will 404.
-      ctx.logger.error({ err, request_id: ctx.id }, 'storing the response failed');
-    }
-  };
-
+  // Built outside this function's scope: a stream's hooks live as long as the
+  // stream, and a closure made here would keep the whole request (body,
+  // items) reachable with this scope's variables.
+  const save = saver(ctx, { store: wantsStore ? store : undefined, owner, model, previousResponseId: body.previous_response_id ?? null, input: wantsStore ? fresh : [] });
   if (result.kind === 'native-json' || result.kind === 'chat-json') {
     let r: Record<string, unknown>;
     if (result.kind === 'chat-json') r = fromChatCompletion(result.body, echo, model);
@@ -198,9 +183,40 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
     return;
   }
 
+  ctx.outcome = streamOutcome(ctx, result, { model, previousResponseId: history.length ? (body.previous_response_id ?? null) : null, echo, save });
+}
+
+/** Store a finished response (when the request asked for it and a store is configured). */
+function saver(ctx: RequestContext, o: { store?: ResponseStore; owner: string; model: string; previousResponseId: string | null; input: Item[] }): (r: ResponseObject | Record<string, unknown>) => Promise<void> {
+  return async (r) => {
+    if (!o.store || (r.status !== 'completed' && r.status !== 'incomplete')) return;
+    try {
+      await o.store.put({
+        id: String(r.id),
+        owner: o.owner,
+        model: o.model,
+        created_at: Number(r.created_at) || Math.floor(Date.now() / 1000),
+        previous_response_id: o.previousResponseId,
+        input: o.input,
+        output: (r.output as Item[] | undefined) ?? [],
+        response: r,
+      });
+    } catch (err) {
+      // The client still gets its answer; a later previous_response_id to it will 404.
+      ctx.logger.error({ err, request_id: ctx.id }, 'storing the response failed');
+    }
+  };
+}
+
+/** A committed stream's frames: everything it needs is passed in, so the request itself can go. */
+function streamOutcome(
+  ctx: RequestContext,
+  result: Extract<Result, { kind: 'native-stream' | 'chat-stream' }>,
+  o: { model: string; previousResponseId: string | null; echo: ReturnType<typeof responseEcho>; save: ReturnType<typeof saver> },
+): Outcome {
   const hooks: StreamHooks = {
     finish: async (r) => {
-      await save(r);
+      await o.save(r);
       runFinalizers(ctx, r);
     },
     fail: (r) => runFinalizers(ctx, r),
@@ -208,9 +224,9 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
   };
   const events =
     result.kind === 'native-stream'
-      ? nativeResponseEvents(result.events, { model, previousResponseId: history.length ? body.previous_response_id : null }, hooks)
-      : chatToResponseEvents(result.chunks, { id: newId('resp'), created_at: Math.floor(Date.now() / 1000), model, echo }, hooks);
-  ctx.outcome = {
+      ? nativeResponseEvents(result.events, { model: o.model, previousResponseId: o.previousResponseId }, hooks)
+      : chatToResponseEvents(result.chunks, { id: newId('resp'), created_at: Math.floor(Date.now() / 1000), model: o.model, echo: o.echo }, hooks);
+  return {
     kind: 'frames',
     frames: responseFrames(events),
     onError: (err) => sseFrame(JSON.stringify({ ...midStreamError(err), type: 'error' }), 'error'),
