@@ -136,7 +136,7 @@ abstract class StoppableIterator<T> implements AsyncGenerator<T, undefined> {
  * arrives at once, and destroys it otherwise. A body that breaks is a
  * TransportError (bodyError).
  */
-export class UpstreamEvents extends StoppableIterator<SSEEvent> {
+export class UpstreamEvents extends StoppableIterator<SSEEvent> implements BatchSource<SSEEvent> {
   private readonly parser = new SSEParser();
   private queue: SSEEvent[] = [];
   private head = 0;
@@ -144,7 +144,11 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> {
   private closed = false;
   private detached = false;
   private failure: Error | undefined;
-  private waiter: { resolve(r: IteratorResult<SSEEvent, undefined>): void; reject(e: unknown): void; batch?: (events: SSEEvent[] | null) => void } | undefined;
+  /** The consumer waiting for events: next() for one, nextBatch() for all there are. */
+  private waiter:
+    | { batch: false; resolve(r: IteratorResult<SSEEvent, undefined>): void; reject(e: unknown): void }
+    | { batch: true; resolve(events: SSEEvent[] | null): void; reject(e: unknown): void }
+    | undefined;
   private readonly onData = (chunk: Buffer) => {
     this.parser.push(chunk, this.queue);
     if (this.queue.length - this.head >= HIGH_WATER_EVENTS) this.res.body.pause();
@@ -175,25 +179,24 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> {
     if (this.head < this.queue.length) return Promise.resolve({ done: false, value: this.take() });
     if (this.failure) return Promise.reject(this.failure);
     if (this.ended || this.closed) return Promise.resolve(DONE);
-    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+    return new Promise((resolve, reject) => (this.waiter = { batch: false, resolve, reject }));
   }
 
   /**
    * Every event parsed so far (at least one: waits for it), or null at the
    * end: events that arrived in one chunk cost the consumer one promise.
    */
-  nextEvents(): Promise<SSEEvent[] | null> {
+  nextBatch(): Promise<SSEEvent[] | null> {
     if (this.head < this.queue.length) return Promise.resolve(this.takeAll());
     if (this.failure) return Promise.reject(this.failure);
     if (this.ended || this.closed) return Promise.resolve(null);
-    return new Promise((resolve, reject) => (this.waiter = { resolve: () => {}, reject, batch: resolve }));
+    return new Promise((resolve, reject) => (this.waiter = { batch: true, resolve, reject }));
   }
 
   private takeAll(): SSEEvent[] {
     const out = this.head === 0 ? this.queue : this.queue.slice(this.head);
     this.queue = [];
-    this.head = 0;
-    if (this.res.body.isPaused() && !this.ended) this.res.body.resume();
+    this.emptied();
     return out;
   }
 
@@ -201,10 +204,21 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> {
     const ev = this.queue[this.head++];
     if (this.head === this.queue.length) {
       this.queue.length = 0;
-      this.head = 0;
-      if (this.res.body.isPaused() && !this.ended) this.res.body.resume();
+      this.emptied();
     }
     return ev;
+  }
+
+  /** The queue is empty: a body paused for back-pressure may flow again. */
+  private emptied(): void {
+    this.head = 0;
+    if (this.res.body.isPaused() && !this.ended) this.res.body.resume();
+  }
+
+  /** Done for the waiter: null for a batch, the done result for one event. */
+  private static finished(w: NonNullable<UpstreamEvents['waiter']>): void {
+    if (w.batch) w.resolve(null);
+    else w.resolve(DONE);
   }
 
   private wake(): void {
@@ -212,15 +226,14 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> {
     if (!w) return;
     if (this.head < this.queue.length) {
       this.waiter = undefined;
-      if (w.batch) w.batch(this.takeAll());
+      if (w.batch) w.resolve(this.takeAll());
       else w.resolve({ done: false, value: this.take() });
     } else if (this.failure) {
       this.waiter = undefined;
       w.reject(this.failure);
     } else if (this.ended) {
       this.waiter = undefined;
-      if (w.batch) w.batch(null);
-      else w.resolve(DONE);
+      UpstreamEvents.finished(w);
     }
   }
 
@@ -242,8 +255,7 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> {
     if (!wasEnded) this.res.release();
     const w = this.waiter;
     this.waiter = undefined;
-    if (w?.batch) w.batch(null);
-    else w?.resolve(DONE);
+    if (w) UpstreamEvents.finished(w);
   }
 
   private detach(): void {
@@ -283,6 +295,12 @@ export interface BatchSource<T> extends AsyncIterable<T> {
 
 export function isBatchSource<T>(s: unknown): s is BatchSource<T> {
   return typeof (s as BatchSource<T> | undefined)?.nextBatch === 'function';
+}
+
+/** Read an iterator a batch at a time: its own batches when it has them, else one item per next(). */
+export function batchesOf<T>(it: AsyncIterator<T>): () => Promise<T[] | null> {
+  if (isBatchSource<T>(it)) return () => it.nextBatch();
+  return () => it.next().then((r) => (r.done ? null : [r.value]));
 }
 
 /** The AsyncGenerator protocol over a pull() of batches; a batch kept back (a primed one, or the rest of one next() began) comes first. */
@@ -329,7 +347,7 @@ export abstract class BatchIterator<T> extends StoppableIterator<T> implements B
  */
 export class MappedEvents<T> extends BatchIterator<T> {
   private readonly iter: AsyncIterator<SSEEvent>;
-  private readonly source?: UpstreamEvents;
+  private readonly read: () => Promise<SSEEvent[] | null>;
   private done = false;
   /** An error raised after some items of the same batch: thrown once those are delivered. */
   private failed: unknown;
@@ -339,8 +357,8 @@ export class MappedEvents<T> extends BatchIterator<T> {
     private readonly mapper: EventMapper<T>,
   ) {
     super();
-    if (source instanceof UpstreamEvents) this.source = source;
     this.iter = source[Symbol.asyncIterator]();
+    this.read = batchesOf(this.iter);
   }
 
   /** The items of the next upstream event(s) that made any (at least one), or null at the end. */
@@ -353,15 +371,9 @@ export class MappedEvents<T> extends BatchIterator<T> {
     const out: T[] = [];
     try {
       while (!this.done && out.length === 0) {
-        if (this.source) {
-          const events = await this.source.nextEvents();
-          if (events === null) this.finish(out);
-          else for (let i = 0; i < events.length && !this.done; i++) if (this.mapper.step(events[i], out)) this.terminal();
-        } else {
-          const r = await this.iter.next();
-          if (r.done) this.finish(out);
-          else if (this.mapper.step(r.value, out)) this.terminal();
-        }
+        const events = await this.read();
+        if (events === null) this.finish(out);
+        else for (let i = 0; i < events.length && !this.done; i++) if (this.mapper.step(events[i], out)) this.terminal();
       }
     } catch (err) {
       this.stop();

@@ -17,11 +17,13 @@ import { createGateway, type EndpointSpec } from './server.js';
 import { createLogger } from './log.js';
 
 const flagName = (f: string) => f.split('=')[0].replace(/_/g, '-');
+/** The flags given on the command line and in NODE_OPTIONS, with any others. */
+const givenFlags = (execArgv: readonly string[], nodeOptions: string, ...more: readonly string[]) => [...execArgv, ...nodeOptions.split(/\s+/), ...more].filter(Boolean);
 const LACKING_FLAGS = 'running without some of server.node_flags (this Node cannot re-execute itself): pass them on the command line or in NODE_OPTIONS';
 
 /** The flags of `wanted` this process was started without (by name, from its command line or NODE_OPTIONS). */
 export function missingNodeFlags(wanted: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
-  const have = new Set([...execArgv, ...nodeOptions.split(/\s+/)].filter(Boolean).map(flagName));
+  const have = new Set(givenFlags(execArgv, nodeOptions).map(flagName));
   return wanted.filter((f) => !have.has(flagName(f)));
 }
 
@@ -63,7 +65,7 @@ const flagBase = (f: string) => flagName(f).replace(/^--/, '').replace(/^no-/, '
  * polarity, on the command line, in NODE_OPTIONS or in `server.node_flags`.
  */
 export function runtimeV8Flags(defaults: readonly string[], nodeFlags: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
-  const named = new Set([...execArgv, ...nodeOptions.split(/\s+/), ...nodeFlags].filter(Boolean).map(flagBase));
+  const named = new Set(givenFlags(execArgv, nodeOptions, ...nodeFlags).map(flagBase));
   return defaults.filter((f) => !named.has(flagBase(f)));
 }
 

@@ -19,8 +19,6 @@ import { createLogger, accessLogWriter } from './log.js';
 import { listModels, getModel } from './api/models.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 
-/** An ingress endpoint: how to validate its body and what its terminal step does. */
-
 /**
  * Request fields that can be large: the conversation and what travels with
  * it. Released from `ctx.body` once a stream is committed (its first event is
@@ -45,6 +43,7 @@ function takeBody(kctx: Koa.Context): Record<string, unknown> {
   return body;
 }
 
+/** An ingress endpoint: how to validate its body and what its terminal step does. */
 export interface EndpointSpec {
   endpoint: Endpoint;
   method: 'POST' | 'GET' | 'DELETE';

@@ -200,7 +200,7 @@ export function createProxyTransport(): Transport {
           ignorePath: true,
           selfHandleResponse: true,
           agent: agents.get(r.pool, isHttps, r.maxSockets ?? 256),
-          buffer: oneShot(body ?? EMPTY),
+          buffer: oneShot(body ?? ''),
         } as never, (err: Error) => {
           const code = (err as NodeJS.ErrnoException).code ?? 'EUPSTREAM';
           finish(new TransportError(`${code}: ${err.message}`, code));
@@ -359,8 +359,6 @@ export function readBody(res: Readable, limit = 64 * 1024 * 1024): Promise<Buffe
     res.once('close', onClose);
   });
 }
-
-const EMPTY = Buffer.alloc(0);
 
 /** releaseBody applies to bodies longer than this (bytes, or UTF-16 units for a string). */
 export const ONE_SHOT_MIN_BYTES = 4096;

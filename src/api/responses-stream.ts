@@ -15,7 +15,7 @@
 import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../types.js';
 import type { ErrorBody } from '../errors.js';
 import { TransportError } from '../upstream.js';
-import { BatchIterator, isBatchSource, type BatchSource } from '../provider.js';
+import { BatchIterator, batchesOf } from '../provider.js';
 import { sseFrame } from '../sse.js';
 import { MappedFrames } from '../respond.js';
 import {
@@ -273,7 +273,7 @@ export function chatToResponseEvents(chunks: AsyncIterable<ChatChunk>, init: Str
 export class ChatToResponseEvents extends BatchIterator<ResponseEvent> {
   private readonly tr: ChatStreamTranslator;
   private readonly chunks: AsyncIterator<ChatChunk>;
-  private readonly batches?: BatchSource<ChatChunk>;
+  private readonly read: () => Promise<ChatChunk[] | null>;
   private state: 'new' | 'open' | 'ended' | 'done' = 'new';
 
   constructor(
@@ -283,8 +283,8 @@ export class ChatToResponseEvents extends BatchIterator<ResponseEvent> {
   ) {
     super();
     this.tr = new ChatStreamTranslator(init);
-    if (isBatchSource<ChatChunk>(chunks)) this.batches = chunks;
     this.chunks = chunks[Symbol.asyncIterator]();
+    this.read = batchesOf(this.chunks);
   }
 
   protected async pull(): Promise<ResponseEvent[] | null> {
@@ -296,7 +296,7 @@ export class ChatToResponseEvents extends BatchIterator<ResponseEvent> {
     while (this.state === 'open') {
       let batch: ChatChunk[] | null;
       try {
-        batch = this.batches ? await this.batches.nextBatch() : await this.chunks.next().then((r) => (r.done ? null : [r.value]));
+        batch = await this.read();
         if (batch) for (const c of batch) out.push(...this.tr.chunk(c));
       } catch (err) {
         this.state = 'done';
