@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { missingNodeFlags, runtimeV8Flags, RUNTIME_V8_FLAGS } from '../src/run.js';
+import { defaultFlagsToSet, missingNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/run.js';
 import { startMock, sse } from './mocks/server.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -179,7 +179,7 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   const h = await fetch(`http://127.0.0.1:${port}/healthz`);
   t.equal(h.status, 200);
   if (os.availableParallelism() > 1) t.match(out, /"workers":\d+[^\n]*primary: starting workers/, 'no server.workers: one worker per core');
-  t.match(out, /"node_flags":\[\][^\n]*"msg":"model-gateway ready"/, 'no server.node_flags: Node as started');
+  t.match(out, /"node_flags":\["--max-semi-space-size=32"\][^\n]*"msg":"model-gateway ready"/, 'no server.node_flags: the default young-generation cap, added by the one re-exec and inherited by the workers');
   t.match(out, /"v8_flags":\["--no-allocation-site-pretenuring"\][^\n]*"msg":"model-gateway ready"/, 'the runtime V8 flags set by default, listed in the ready line');
   const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
@@ -209,11 +209,17 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   t.same(missingNodeFlags(['--max-semi-space-size=16', '--stack-trace-limit=7'], [], ' --stack-trace-limit=3  --max-old-space-size=900'), ['--max-semi-space-size=16'], 'NODE_OPTIONS counts too');
   t.same(missingNodeFlags([], [], ''), []);
   t.same(RUNTIME_V8_FLAGS, ['--no-allocation-site-pretenuring']);
-  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, [], [], ''), ['--no-allocation-site-pretenuring'], 'set when nobody named the flag');
-  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, ['--allocation-site-pretenuring'], [], ''), [], 'server.node_flags naming it (either polarity) wins');
-  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, [], ['--allocation_site_pretenuring'], ''), [], 'so does the command line, in either spelling');
-  t.same(runtimeV8Flags(RUNTIME_V8_FLAGS, [], [], '--max-old-space-size=900 --no-allocation-site-pretenuring'), [], 'and NODE_OPTIONS');
-  t.same(runtimeV8Flags(['--no-foo', '--bar=1'], ['--baz'], ['--nothing'], ''), ['--no-foo', '--bar=1'], 'other flags do not count');
+  t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], [], ''), ['--no-allocation-site-pretenuring'], 'set when nobody named the flag');
+  t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, ['--allocation-site-pretenuring'], [], ''), [], 'server.node_flags naming it (either polarity) wins');
+  t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], ['--allocation_site_pretenuring'], ''), [], 'so does the command line, in either spelling');
+  t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], [], '--max-old-space-size=900 --no-allocation-site-pretenuring'), [], 'and NODE_OPTIONS');
+  t.same(defaultFlagsToSet(['--no-foo', '--bar=1'], ['--baz'], ['--nothing'], ''), ['--no-foo', '--bar=1'], 'other flags do not count');
+  t.same(START_NODE_FLAGS, ['--max-semi-space-size=32']);
+  t.same(defaultFlagsToSet(START_NODE_FLAGS, [], [], ''), ['--max-semi-space-size=32'], 'the young-generation cap when nobody sized it');
+  t.same(defaultFlagsToSet(START_NODE_FLAGS, ['--max_semi_space_size=64'], [], ''), [], 'server.node_flags sizing it wins');
+  for (const other of ['--min-semi-space-size=64', '--max-heap-size=4096', '--scavenger-max-new-space-capacity-mb=8'])
+    t.same(defaultFlagsToSet(START_NODE_FLAGS, [], [], other), [], `${other} in NODE_OPTIONS sizes the young generation too: no default beside it`);
+  t.same(defaultFlagsToSet(START_NODE_FLAGS, ['--max-old-space-size=900'], ['--stack-trace-limit=7'], ''), ['--max-semi-space-size=32'], 'flags that do not size the young generation leave the default in place');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-flags-'));
   const file = path.join(dir, 'gateway.yaml');
   // Two workers: the primary re-executes itself, the workers inherit the flags.
