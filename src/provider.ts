@@ -411,6 +411,32 @@ export class MappedEvents<T> extends BatchIterator<T> {
   }
 }
 
+/** The Responses API events that end a stream. */
+export const RESPONSES_TERMINAL: ReadonlySet<string> = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+
+/** An upstream event with its JSON data parsed. */
+export interface JsonEvent {
+  event?: string;
+  data: Record<string, unknown>;
+}
+
+/**
+ * A same-API stream's events with their JSON parsed, read in batches (a
+ * MappedEvents, so the writer frames every event that arrived together at
+ * once). `ends(type)` names the event that ends the stream (the data's
+ * `type`, else the SSE event name): the connection goes back to the pool then.
+ */
+export function jsonEvents(source: AsyncIterable<SSEEvent>, ends: (type: string) => boolean): MappedEvents<JsonEvent> {
+  return new MappedEvents(source, {
+    step(ev, out) {
+      const data = parseEventJson(ev.data);
+      out.push({ event: ev.event, data });
+      return ends(typeof data.type === 'string' ? data.type : (ev.event ?? ''));
+    },
+    end() {},
+  });
+}
+
 export function unparseable(message: string): UpstreamError {
   return new UpstreamError(502, { message, type: 'api_error', param: null, code: 'invalid_upstream_response' });
 }

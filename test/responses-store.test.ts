@@ -365,6 +365,71 @@ t.test('native passthrough: missing sequence numbers filled, premature end is a 
   t.equal(failed.length, 1);
 });
 
+t.test('native passthrough in batches: upstream batches patched as batches, the store updated before the terminal event, the connection let go at it', async (t) => {
+  const { jsonEvents, RESPONSES_TERMINAL } = await import('../src/provider.js');
+  const resp = (status: string) => ({ id: 'resp_1', model: 'gpt-x', status, output: [], usage: status === 'completed' ? { input_tokens: 1, output_tokens: 2, total_tokens: 3 } : null });
+  const all = [
+    { type: 'response.created', response: resp('in_progress') },
+    { type: 'response.output_item.added', output_index: 0, item: { type: 'message', id: 'msg_1' } },
+    { type: 'response.output_text.delta', output_index: 0, delta: 'Hel' },
+    { type: 'response.output_text.delta', output_index: 0, delta: 'lo' },
+    { type: 'response.output_item.done', output_index: 0, item: { type: 'message', id: 'msg_1' } },
+    { type: 'response.completed', response: resp('completed') },
+    { type: 'response.output_text.delta', output_index: 0, delta: 'after the end' },
+  ];
+  // Upstream SSE events as a batch source (as UpstreamEvents hands them out): what arrived together.
+  const upstream = (groups: number[][], failAt?: number) => {
+    let i = 0;
+    const src = {
+      returned: 0,
+      async nextBatch() {
+        if (i === failAt) throw new TransportError('socket hang up', 'ECONNRESET');
+        return i < groups.length ? groups[i++].map((n) => ({ event: all[n].type, data: JSON.stringify(all[n]), id: undefined })) : null;
+      },
+      async next() {
+        throw new Error('read in batches only');
+      },
+      async return() {
+        src.returned++;
+        return { done: true as const, value: undefined };
+      },
+      [Symbol.asyncIterator]() {
+        return src;
+      },
+    };
+    return src;
+  };
+  const up = upstream([[0, 1, 2], [3, 4, 5, 6]]);
+  const { hooks, finished } = collectHooks();
+  const order: string[] = [];
+  const src = nativeResponseEvents(jsonEvents(up, (type) => RESPONSES_TERMINAL.has(type)), { model: 'openai/x', previousResponseId: 'resp_0' }, { ...hooks, finish: (r) => (order.push('finish'), hooks.finish(r)) });
+  const batches: ResponseEvent[][] = [];
+  for (let b = await src.nextBatch(); b; b = await src.nextBatch()) {
+    batches.push(b);
+    order.push(`batch of ${b.length}`);
+  }
+  t.same(order, ['batch of 3', 'batch of 2', 'finish', 'batch of 1'], 'a batch per upstream batch; the terminal event after the store update, and after the events before it');
+  t.same(batches.flat().map((e) => e.type), all.slice(0, 6).map((e) => e.type), 'nothing read after the terminal event');
+  t.same(batches.flat().map((e) => e.sequence_number), [0, 1, 2, 3, 4, 5], 'sequence numbers filled');
+  t.match(batches.at(-1)![0], { response: { model: 'openai/x', previous_response_id: 'resp_0', usage: { input_tokens_details: { cached_tokens: 0 } } } }, 'the terminal response patched, its usage completed');
+  t.equal(finished.length, 1);
+  t.equal(up.returned, 1, 'the upstream was let go at the terminal event');
+
+  // The same events as a plain async iterable, one by one (a custom provider's stream).
+  async function* plain() {
+    for (const e of all.slice(0, 6)) yield { event: e.type, data: structuredClone(e) as Record<string, unknown> };
+  }
+  const oneByOne = await drain(nativeResponseEvents(plain(), { model: 'openai/x', previousResponseId: 'resp_0' }, collectHooks().hooks));
+  t.same(oneByOne, batches.flat(), 'the same events as one by one');
+
+  const { hooks: h2, failed } = collectHooks();
+  const cut = upstream([[0, 1, 2]], 1);
+  const broken = await drain(nativeResponseEvents(jsonEvents(cut, (type) => RESPONSES_TERMINAL.has(type)), { model: 'openai/x' }, h2));
+  t.same(broken.map((e) => e.type), ['response.created', 'response.output_item.added', 'response.output_text.delta', 'error', 'response.failed'], 'a source that breaks ends with error and response.failed, after what came before');
+  t.match(broken.at(-1), { sequence_number: 4, response: { status: 'failed', model: 'openai/x', error: { code: 'upstream_stream_error' } } });
+  t.equal(failed.length, 1);
+});
+
 t.test('truncation units and fitting', async (t) => {
   const items: Item[] = [
     { type: 'message', role: 'user', content: 'a' },

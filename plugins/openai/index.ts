@@ -4,7 +4,7 @@
 // patched (the same-API fast path).
 import type { ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome } from '../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../src/types.js';
-import { upstreamJson, upstreamEvents, openAIStyleError, joinUrl, parseEventJson } from '../../src/provider.js';
+import { upstreamJson, upstreamEvents, openAIStyleError, joinUrl, jsonEvents, RESPONSES_TERMINAL } from '../../src/provider.js';
 import { toOpenAIChat } from './request.js';
 import { openAIChunks, fixCompletion } from './stream.js';
 
@@ -29,15 +29,7 @@ export default function openai(): ProviderPlugin {
     },
     async responses(call): Promise<NativeOutcome> {
       const o = { url: joinUrl(call.provider.base_url, '/responses'), headers: headers(call), body: call.request, mapError: openAIStyleError };
-      if (call.stream) {
-        const events = await upstreamEvents(call, o);
-        return {
-          kind: 'stream',
-          events: (async function* () {
-            for await (const ev of events) yield { event: ev.event, data: parseEventJson(ev.data) };
-          })(),
-        };
-      }
+      if (call.stream) return { kind: 'stream', events: jsonEvents(await upstreamEvents(call, o), (type) => RESPONSES_TERMINAL.has(type)) };
       return { kind: 'json', body: await upstreamJson(call, o) };
     },
     async images(call): Promise<NativeOutcome> {

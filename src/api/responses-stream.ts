@@ -15,7 +15,7 @@
 import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../types.js';
 import type { ErrorBody } from '../errors.js';
 import { TransportError } from '../upstream.js';
-import { BatchIterator, batchesOf } from '../provider.js';
+import { BatchIterator, batchesOf, RESPONSES_TERMINAL, type JsonEvent } from '../provider.js';
 import { sseFrame } from '../sse.js';
 import { MappedFrames } from '../respond.js';
 import {
@@ -50,7 +50,6 @@ export interface StreamInit {
   echo: ResponseEcho;
 }
 
-const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
 function failure(err: ErrorBody): { code: string; message: string } {
   return { code: err.code ?? err.type ?? 'api_error', message: err.message };
@@ -337,43 +336,106 @@ export interface NativeInit {
 }
 
 /** Upstream Responses events (OpenAI family) passed through. */
-export async function* nativeResponseEvents(
-  events: AsyncIterable<{ event?: string; data: Record<string, unknown> }>,
-  init: NativeInit,
-  hooks: StreamHooks,
-): AsyncGenerator<ResponseEvent> {
-  let seq = -1;
-  let snapshot: Record<string, unknown> | undefined;
-  const done: Item[] = [];
-  let ended = false;
-  try {
-    for await (const { event, data } of events) {
-      if (typeof data.type !== 'string') data.type = event ?? 'message';
-      if (typeof data.sequence_number === 'number') seq = data.sequence_number;
-      else data.sequence_number = ++seq;
-      const r = data.response as Record<string, unknown> | undefined;
-      if (r && typeof r === 'object') {
-        r.model = init.model;
-        if (init.previousResponseId) r.previous_response_id = init.previousResponseId;
-        snapshot = r;
+export function nativeResponseEvents(events: AsyncIterable<JsonEvent>, init: NativeInit, hooks: StreamHooks): NativeResponseEvents {
+  return new NativeResponseEvents(events, init, hooks);
+}
+
+/**
+ * The passthrough as a batch source: the upstream events of one batch (a
+ * provider's MappedEvents, e.g. jsonEvents) are patched (the gateway's model,
+ * the client's previous_response_id, sequence numbers) and come out as one
+ * batch. The store is updated before the terminal event goes out, and after
+ * the events before it; a failing or cut source ends with error and
+ * response.failed.
+ */
+export class NativeResponseEvents extends BatchIterator<ResponseEvent> {
+  private readonly events: AsyncIterator<JsonEvent>;
+  private readonly read: () => Promise<JsonEvent[] | null>;
+  private seq = -1;
+  private snapshot: Record<string, unknown> | undefined;
+  private readonly done: Item[] = [];
+  /** A terminal event that came after others in its batch: those go out first, then the store is updated and it follows. */
+  private terminal: Record<string, unknown> | undefined;
+  private state: 'open' | 'done' = 'open';
+
+  constructor(
+    events: AsyncIterable<JsonEvent>,
+    private readonly init: NativeInit,
+    private readonly hooks: StreamHooks,
+  ) {
+    super();
+    this.events = events[Symbol.asyncIterator]();
+    this.read = batchesOf(this.events);
+  }
+
+  protected async pull(): Promise<ResponseEvent[] | null> {
+    if (this.state === 'done') return null;
+    try {
+      if (this.terminal) return [await this.end(this.terminal)];
+      const batch = await this.read();
+      if (batch === null) throw new TransportError('the provider ended the stream without a terminal event', 'EPREMATURE_END');
+      const out: ResponseEvent[] = [];
+      for (const { event, data } of batch) {
+        if (this.patch(event, data)) {
+          if (!out.length) return [await this.end(data)];
+          this.terminal = data;
+          return out;
+        }
+        out.push(data as ResponseEvent);
       }
-      if (data.type === 'response.output_item.done' && typeof data.output_index === 'number') done[data.output_index] = data.item as Item;
-      if (TERMINAL.has(data.type as string) && r) {
-        ended = true;
-        fillUsage(r);
-        if (data.type === 'response.failed') hooks.fail(r as ResponseObject);
-        else await hooks.finish(r as ResponseObject);
-      }
-      yield data as ResponseEvent;
-      if (ended) return;
+      return out;
+    } catch (err) {
+      return this.fail(err);
     }
-    throw new TransportError('the provider ended the stream without a terminal event', 'EPREMATURE_END');
-  } catch (err) {
-    const e = hooks.errorBody(err);
-    const response = { ...(snapshot ?? {}), model: init.model, status: 'failed', error: failure(e), output: done.filter(Boolean) } as unknown as ResponseObject;
-    hooks.fail(response);
-    yield { type: 'error', sequence_number: ++seq, code: e.code, message: e.message, param: e.param };
-    yield { type: 'response.failed', sequence_number: ++seq, response };
+  }
+
+  /** Patch one upstream event in place; true when it ends the stream. */
+  private patch(event: string | undefined, data: Record<string, unknown>): boolean {
+    if (typeof data.type !== 'string') data.type = event ?? 'message';
+    if (typeof data.sequence_number === 'number') this.seq = data.sequence_number;
+    else data.sequence_number = ++this.seq;
+    const r = data.response as Record<string, unknown> | undefined;
+    if (r && typeof r === 'object') {
+      r.model = this.init.model;
+      if (this.init.previousResponseId) r.previous_response_id = this.init.previousResponseId;
+      this.snapshot = r;
+    }
+    if (data.type === 'response.output_item.done' && typeof data.output_index === 'number') this.done[data.output_index] = data.item as Item;
+    return RESPONSES_TERMINAL.has(data.type as string) && !!r;
+  }
+
+  /** The terminal event, once the store has what it ends. */
+  private async end(data: Record<string, unknown>): Promise<ResponseEvent> {
+    this.terminal = undefined;
+    this.close();
+    const r = data.response as ResponseObject;
+    fillUsage(r as unknown as Record<string, unknown>);
+    if (data.type === 'response.failed') this.hooks.fail(r);
+    else await this.hooks.finish(r);
+    return data as ResponseEvent;
+  }
+
+  private fail(err: unknown): ResponseEvent[] {
+    this.close();
+    const e = this.hooks.errorBody(err);
+    const response = { ...(this.snapshot ?? {}), model: this.init.model, status: 'failed', error: failure(e), output: this.done.filter(Boolean) } as unknown as ResponseObject;
+    this.hooks.fail(response);
+    return [
+      { type: 'error', sequence_number: ++this.seq, code: e.code, message: e.message, param: e.param },
+      { type: 'response.failed', sequence_number: ++this.seq, response },
+    ];
+  }
+
+  /** Nothing more is read: the source (and its connection) is let go. */
+  private close(): void {
+    if (this.state === 'done') return;
+    this.state = 'done';
+    void this.events.return?.();
+  }
+
+  protected stop(): void {
+    this.dropKept();
+    this.close();
   }
 }
 
