@@ -1,11 +1,14 @@
 // model-gateway start | check [file] | schema
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadConfigFile, ConfigError, type GatewayConfig } from './config/load.js';
-import { createGateway, type EndpointSpec } from './server.js';
-import { PluginError, type BuiltinRegistry } from './pipeline.js';
-import { builtins } from '../plugins/index.js';
-import { extraEndpoints } from './api/index.js';
+// Only the config loader and the flag helpers are loaded up front: \`start\`
+// may re-execute itself with its Node flags, and does it before it loads the
+// rest of the gateway (the plugins, the server) so that the process it
+// replaces has loaded as little as possible.
+import { loadConfigFile, peekNodeFlags, ConfigError, type GatewayConfig } from './config/load.js';
+import { applyStartFlags } from './node-flags.js';
+import type { EndpointSpec } from './server.js';
+import type { BuiltinRegistry } from './pipeline.js';
 
 const USAGE = `usage: model-gateway <command>
   start            serve the gateway (PORT, GATEWAY_CONFIG, GATEWAY_API_KEYS, <FAMILY>_API_KEY/_BASE_URL)
@@ -20,17 +23,22 @@ export function loadFor(registry: BuiltinRegistry, file: string): GatewayConfig 
   return loadConfigFile(file, { families: familiesOf(registry) });
 }
 
+async function registry(): Promise<BuiltinRegistry> {
+  const { builtins } = await import('../plugins/index.js');
+  return builtins();
+}
+
 export async function main(argv: string[]): Promise<void> {
   const [cmd, arg] = argv;
-  const registry = builtins();
   const file = path.resolve(arg ?? process.env.GATEWAY_CONFIG ?? './gateway.yaml');
   if (cmd === 'check') {
+    const { loadPipeline, PluginError } = await import('./pipeline.js');
     try {
-      const cfg = loadFor(registry, file);
+      const reg = await registry();
+      const cfg = loadFor(reg, file);
       // Load the pipeline too: a bad plugin path or order is a config problem.
-      const { loadPipeline } = await import('./pipeline.js');
       const { createLogger } = await import('./log.js');
-      await loadPipeline(cfg, registry, createLogger('silent'));
+      await loadPipeline(cfg, reg, createLogger('silent'));
       process.stdout.write(`${file}: OK (${cfg.providers.size} providers, ${cfg.models.size} models, ${cfg.keys.length} keys)\n`);
     } catch (err) {
       if (err instanceof ConfigError || err instanceof PluginError) {
@@ -48,17 +56,21 @@ export async function main(argv: string[]): Promise<void> {
     return;
   }
   if (cmd === 'start') {
-    await start(registry, file);
+    await start(file);
     return;
   }
   process.stderr.write(USAGE + '\n');
   process.exitCode = cmd === undefined || cmd === '--help' || cmd === 'help' ? 0 : 2;
 }
 
-async function start(registry: BuiltinRegistry, file: string): Promise<void> {
+async function start(file: string): Promise<void> {
+  // A file that fails the schema is reported by the full load below, by this process.
+  const early = peekNodeFlags(file);
+  if (early) applyStartFlags(early);
+  const reg = await registry();
   let config: GatewayConfig;
   try {
-    config = loadFor(registry, file);
+    config = loadFor(reg, file);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(err.message + '\n');
@@ -66,8 +78,8 @@ async function start(registry: BuiltinRegistry, file: string): Promise<void> {
     }
     throw err;
   }
-  const { runServer } = await import('./run.js');
-  await runServer(config, registry, extraEndpoints());
+  const [{ runServer }, { extraEndpoints }] = await Promise.all([import('./run.js'), import('./api/index.js')]);
+  await runServer(config, reg, extraEndpoints());
 }
 
 export type { EndpointSpec };

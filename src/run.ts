@@ -15,82 +15,7 @@ import type { GatewayConfig } from './config/load.js';
 import type { BuiltinRegistry } from './pipeline.js';
 import { createGateway, type EndpointSpec } from './server.js';
 import { createLogger } from './log.js';
-
-const flagName = (f: string) => f.split('=')[0].replace(/_/g, '-');
-/** The flags given on the command line and in NODE_OPTIONS, with any others. */
-const givenFlags = (execArgv: readonly string[], nodeOptions: string, ...more: readonly string[]) => [...execArgv, ...nodeOptions.split(/\s+/), ...more].filter(Boolean);
-const LACKING_FLAGS = 'running without some of server.node_flags (this Node cannot re-execute itself): pass them on the command line or in NODE_OPTIONS';
-
-/** The flags of `wanted` this process was started without (by name, from its command line or NODE_OPTIONS). */
-export function missingNodeFlags(wanted: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
-  const have = new Set(givenFlags(execArgv, nodeOptions).map(flagName));
-  return wanted.filter((f) => !have.has(flagName(f)));
-}
-
-/**
- * Apply `server.node_flags`: V8 reads heap sizes only when a process starts,
- * so a process started without them replaces itself (process.execve: same
- * pid, same stdio, nothing has been written yet) with one started with them.
- * Once: the relaunched process, or one where execve is not available, goes
- * on as it is and says which flags it lacks. Cluster workers inherit the
- * primary's flags.
- */
-export function relaunchWithNodeFlags(flags: readonly string[]): string[] {
-  const missing = missingNodeFlags(flags);
-  if (!missing.length || cluster.isWorker || process.env.MODEL_GATEWAY_RELAUNCHED === '1' || typeof process.execve !== 'function') return missing;
-  return process.execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, ...process.argv.slice(1)], { ...process.env, MODEL_GATEWAY_RELAUNCHED: '1' });
-}
-
-/**
- * V8 flags the gateway sets on itself before it serves. Unlike heap sizes,
- * V8 reads these while it runs, so no relaunch is needed.
- *
- * `--no-allocation-site-pretenuring`: once V8 sees most objects of an object
- * or array literal survive a young-generation GC, it allocates that literal's
- * objects directly in the old generation. A gateway's objects live for one
- * request or one event, but during a ramp of streams the chunk and frame
- * literals looked long-lived, and V8 then filled the old generation with
- * per-event garbage that only a full GC reclaims: with 2,000 open streams the
- * old generation grew by ~5 MB/s to ~140 MB (~70 MB live), and peak RSS went
- * from ~300 to ~380 MB. Without pretenuring the same run peaks at ~300 MB and
- * every request row costs less CPU (BENCHMARKS.md, "Memory").
- */
-export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
-
-/**
- * Node/V8 flags the gateway starts with unless the operator decides otherwise.
- * V8 sizes its heap only when a process starts, so `start` applies these with
- * the same one-time re-execution as `server.node_flags`.
- *
- * `--max-semi-space-size=32`: on a host with several GB of RAM, V8 lets the
- * young generation grow to 2 × 64 MB, and any sustained load grows it there
- * (every young collection's survivors count towards the next growth). A
- * gateway's objects live for one request or one event, so half of that holds
- * nothing a collection would keep: with 2,000 open streams, peak RSS went from
- * 302–316 MB to ~250 MB, and the streams used no more CPU. Request rows pay
- * ~5% more CPU for the more frequent young collections (BENCHMARKS.md,
- * "Memory"). Any flag that sizes the young generation, in `server.node_flags`,
- * on the command line or in NODE_OPTIONS, replaces this one.
- */
-export const START_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'];
-
-/** A flag's name without `--`, `no-` and value, `_` read as `-`: both polarities of a flag share it. */
-const flagBase = (f: string) => flagName(f).replace(/^--/, '').replace(/^no-/, '');
-
-/** Other flags that decide what a default flag decides: the young generation's size is also set by these. */
-const ALSO_DECIDED_BY: Readonly<Record<string, readonly string[]>> = {
-  'max-semi-space-size': ['min-semi-space-size', 'max-heap-size', 'scavenger-max-new-space-capacity-mb'],
-};
-
-/**
- * The flags of `defaults` to set: those the operator did not name, in either
- * polarity, on the command line, in NODE_OPTIONS or in `server.node_flags`,
- * nor decide with another flag (ALSO_DECIDED_BY).
- */
-export function defaultFlagsToSet(defaults: readonly string[], nodeFlags: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
-  const named = new Set(givenFlags(execArgv, nodeOptions, ...nodeFlags).map(flagBase));
-  return defaults.filter((f) => ![flagBase(f), ...(ALSO_DECIDED_BY[flagBase(f)] ?? [])].some((b) => named.has(b)));
-}
+import { applyStartFlags, defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS } from './node-flags.js';
 
 /** Set RUNTIME_V8_FLAGS (those the operator left alone) on this process; returns the flags set. */
 export function applyRuntimeV8Flags(nodeFlags: readonly string[]): string[] {
@@ -106,8 +31,7 @@ export function workerCount(configured: number): number {
 
 export async function runServer(config: GatewayConfig, registry: BuiltinRegistry, endpoints: EndpointSpec[]): Promise<void> {
   const nodeFlags = config.server.node_flags;
-  // Flags the operator asked for and this process could not get (no execve); a default that could not be applied is only missing from the ready line's node_flags.
-  const lacking = relaunchWithNodeFlags([...nodeFlags, ...defaultFlagsToSet(START_NODE_FLAGS, nodeFlags)]).filter((f) => nodeFlags.includes(f));
+  const lacking = applyStartFlags(nodeFlags);
   const v8Flags = applyRuntimeV8Flags(nodeFlags);
   const workers = workerCount(config.server.workers);
   if (workers > 1 && cluster.isPrimary) return runPrimary(config, workers, lacking);

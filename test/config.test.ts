@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { defaultFlagsToSet, missingNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/run.js';
+import { defaultFlagsToSet, missingNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/node-flags.js';
+import { peekNodeFlags } from '../src/config/load.js';
 import { startMock, sse } from './mocks/server.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -222,6 +223,17 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   t.same(defaultFlagsToSet(START_NODE_FLAGS, ['--max-old-space-size=900'], ['--stack-trace-limit=7'], ''), ['--max-semi-space-size=32'], 'flags that do not size the young generation leave the default in place');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-flags-'));
   const file = path.join(dir, 'gateway.yaml');
+  // start reads server.node_flags before it loads the rest of the gateway, to re-execute early.
+  fs.writeFileSync(file, `server:\n  node_flags: ['--max-old-space-size=\${HEAP:-900}', '--stack-trace-limit=7']\nproviders: []\nmodels: []\n`);
+  t.same(peekNodeFlags(file, {}), ['--max-old-space-size=900', '--stack-trace-limit=7'], 'peek: the flags, ${VAR:-default} replaced');
+  t.same(peekNodeFlags(file, { HEAP: '2048' }), ['--max-old-space-size=2048', '--stack-trace-limit=7'], 'peek: from the environment');
+  fs.writeFileSync(file, `providers: []\nmodels: []\n`);
+  t.same(peekNodeFlags(file, {}), [], 'peek: none given');
+  fs.writeFileSync(file, `server:\n  node_flags: ['--x']\n  no_such_key: 1\n`);
+  t.equal(peekNodeFlags(file, {}), undefined, 'peek: a file that fails the schema gives nothing (the full load reports it)');
+  fs.writeFileSync(file, `server: [`);
+  t.equal(peekNodeFlags(file, {}), undefined, 'peek: nor does broken YAML');
+  t.equal(peekNodeFlags(path.join(dir, 'missing.yaml'), {}), undefined, 'peek: nor a missing file');
   // Two workers: the primary re-executes itself, the workers inherit the flags.
   fs.writeFileSync(file, `server:\n  workers: 2\n  node_flags: ['--stack-trace-limit=7', '--max-semi-space-size=8', '--allocation-site-pretenuring']\nproviders: []\nmodels: []\n`);
   const child = spawn(process.execPath, ['--max-semi-space-size=4', cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });

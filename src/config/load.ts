@@ -83,18 +83,14 @@ export function loadConfigFile(file: string, opts: LoadOptions): GatewayConfig {
   return loadConfigText(text, file, opts);
 }
 
-export function loadConfigText(text: string, file: string, opts: LoadOptions): GatewayConfig {
-  const env = opts.env ?? process.env;
+/** Parse a gateway.yaml and replace ${VAR} inside its scalar strings; YAML errors and unset variables are problems. */
+function parseInterpolated(text: string, env: NodeJS.ProcessEnv, problems: ConfigProblem[]): { doc: Document; lines: LineCounter } | undefined {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  const problems: ConfigProblem[] = [];
   for (const e of doc.errors) {
     problems.push({ path: '', line: lines.linePos(e.pos[0]).line, message: e.message.split('\n')[0] });
   }
-  if (problems.length) throw new ConfigError(file, problems);
-
-  const lineOf = (p: (string | number)[]): number | undefined => lineAt(doc, lines, p);
-
+  if (problems.length) return undefined;
   // Interpolate inside scalar strings only, so a variable can never inject YAML.
   visit(doc, {
     Scalar(_key, node, ancestry) {
@@ -109,6 +105,35 @@ export function loadConfigText(text: string, file: string, opts: LoadOptions): G
       });
     },
   });
+  return { doc, lines };
+}
+
+/**
+ * `server.node_flags` of a gateway.yaml, read before anything else is loaded
+ * (so that `start` can re-execute itself early); undefined when the file
+ * does not pass the schema: the full load then reports why.
+ */
+export function peekNodeFlags(file: string, env: NodeJS.ProcessEnv = process.env): string[] | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const problems: ConfigProblem[] = [];
+  const parsed = parseInterpolated(text, env, problems);
+  if (!parsed || problems.length) return undefined;
+  const r = v.safeParse(ConfigSchema, parsed.doc.toJS() ?? {});
+  return r.success ? r.output.server.node_flags : undefined;
+}
+
+export function loadConfigText(text: string, file: string, opts: LoadOptions): GatewayConfig {
+  const env = opts.env ?? process.env;
+  const problems: ConfigProblem[] = [];
+  const source = parseInterpolated(text, env, problems);
+  if (!source) throw new ConfigError(file, problems);
+  const { doc, lines } = source;
+  const lineOf = (p: (string | number)[]): number | undefined => lineAt(doc, lines, p);
 
   const data = doc.toJS() ?? {};
   const parsed = v.safeParse(ConfigSchema, data);
