@@ -1,7 +1,7 @@
 // model-gateway start | check [file] | schema
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-// Only the config loader and the flag helpers are loaded up front: \`start\`
+// Only the config loader and the flag helpers are loaded up front: `start`
 // may re-execute itself with its Node flags, and does it before it loads the
 // rest of the gateway (the plugins, the server) so that the process it
 // replaces has loaded as little as possible.

@@ -1,7 +1,7 @@
 // Node and V8 flags: which ones the gateway starts with (server.node_flags
 // and the defaults the operator left alone), and the one-time re-execution
 // that applies them. Kept free of the gateway's other modules, so that
-// \`start\` can re-execute itself before it loads them.
+// `start` can re-execute itself before it loads them.
 import cluster from 'node:cluster';
 
 const flagName = (f: string) => f.split('=')[0].replace(/_/g, '-');
