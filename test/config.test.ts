@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { defaultFlagsToSet, missingNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/node-flags.js';
+import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/node-flags.js';
 import { peekNodeFlags } from '../src/config/load.js';
 import { startMock, sse } from './mocks/server.js';
 
@@ -221,6 +221,17 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   for (const other of ['--min-semi-space-size=64', '--max-heap-size=4096', '--scavenger-max-new-space-capacity-mb=8'])
     t.same(defaultFlagsToSet(START_NODE_FLAGS, [], [], other), [], `${other} in NODE_OPTIONS sizes the young generation too: no default beside it`);
   t.same(defaultFlagsToSet(START_NODE_FLAGS, ['--max-old-space-size=900'], ['--stack-trace-limit=7'], ''), ['--max-semi-space-size=32'], 'flags that do not size the young generation leave the default in place');
+  // A process that cannot re-execute (here: one that already did) reports the configured flags it lacks, never a default.
+  const was = process.env.MODEL_GATEWAY_RELAUNCHED;
+  process.env.MODEL_GATEWAY_RELAUNCHED = '1';
+  try {
+    const lacking = applyStartFlags(['--stack-trace-limit=7']);
+    t.same(lacking, process.execArgv.some((f) => f.startsWith('--stack-trace-limit')) ? [] : ['--stack-trace-limit=7'], 'the configured flag this process lacks is reported');
+    t.notOk(lacking.some((f) => f.startsWith('--max-semi-space-size')), 'the default it could not apply is not');
+  } finally {
+    if (was === undefined) delete process.env.MODEL_GATEWAY_RELAUNCHED;
+    else process.env.MODEL_GATEWAY_RELAUNCHED = was;
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-flags-'));
   const file = path.join(dir, 'gateway.yaml');
   // start reads server.node_flags before it loads the rest of the gateway, to re-execute early.
