@@ -19,14 +19,19 @@ export function missingNodeFlags(wanted: readonly string[], execArgv: readonly s
  * Apply `server.node_flags`: V8 reads heap sizes only when a process starts,
  * so a process started without them replaces itself (process.execve: same
  * pid, same stdio, nothing has been written yet) with one started with them.
- * Once: the relaunched process, or one where execve is not available, goes
- * on as it is and says which flags it lacks. Cluster workers inherit the
+ * Once: the relaunched process, or one where execve is not available or
+ * fails, goes on as it is and says which flags it lacks. Cluster workers inherit the
  * primary's flags.
  */
 export function relaunchWithNodeFlags(flags: readonly string[]): string[] {
   const missing = missingNodeFlags(flags);
   if (!missing.length || cluster.isWorker || process.env.MODEL_GATEWAY_RELAUNCHED === '1' || typeof process.execve !== 'function') return missing;
-  return process.execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, ...process.argv.slice(1)], { ...process.env, MODEL_GATEWAY_RELAUNCHED: '1' });
+  try {
+    return process.execve(process.execPath, [process.execPath, ...process.execArgv, ...missing, ...process.argv.slice(1)], { ...process.env, MODEL_GATEWAY_RELAUNCHED: '1' });
+  } catch {
+    // execve(2) refused (a sandbox that forbids it, say; Node versions that throw instead of aborting): go on as started.
+    return missing;
+  }
 }
 
 /**

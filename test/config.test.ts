@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/node-flags.js';
+import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, relaunchWithNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/node-flags.js';
 import { peekNodeFlags } from '../src/config/load.js';
 import { startMock, sse } from './mocks/server.js';
 
@@ -231,6 +231,25 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   } finally {
     if (was === undefined) delete process.env.MODEL_GATEWAY_RELAUNCHED;
     else process.env.MODEL_GATEWAY_RELAUNCHED = was;
+  }
+  // execve(2) refused (newer Node throws instead of aborting): the process goes on as started.
+  const realExecve = process.execve;
+  const calls: string[][] = [];
+  const refused = (_file: string, args?: readonly string[]) => {
+    calls.push([...(args ?? [])]);
+    throw Object.assign(new Error('execve EPERM'), { code: 'EPERM' });
+  };
+  Object.defineProperty(process, 'execve', { value: refused, configurable: true, writable: true });
+  if (process.execve === (refused as unknown)) {
+    delete process.env.MODEL_GATEWAY_RELAUNCHED;
+    try {
+      const flag = '--stack-trace-limit=9';
+      t.same(relaunchWithNodeFlags([flag]), [flag], 'a refused re-execution: the process goes on and says which flags it lacks');
+      t.ok(calls[0]?.includes(flag), 'after trying to re-execute with them');
+    } finally {
+      Object.defineProperty(process, 'execve', { value: realExecve, configurable: true, writable: true });
+      if (was !== undefined) process.env.MODEL_GATEWAY_RELAUNCHED = was;
+    }
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-flags-'));
   const file = path.join(dir, 'gateway.yaml');
