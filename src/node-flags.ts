@@ -3,6 +3,7 @@
 // that applies them. Kept free of the gateway's other modules, so that
 // `start` can re-execute itself before it loads them.
 import cluster from 'node:cluster';
+import os from 'node:os';
 
 const flagName = (f: string) => f.split('=')[0].replace(/_/g, '-');
 /** The flags given on the command line and in NODE_OPTIONS, with any others. */
@@ -55,8 +56,8 @@ export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-preten
  * V8 sizes its heap only when a process starts, so `start` applies these with
  * the same one-time re-execution as `server.node_flags`.
  *
- * `--max-semi-space-size=32`: on a host with several GB of RAM, V8 lets the
- * young generation grow to 2 × 64 MB, and any sustained load grows it there
+ * `--max-semi-space-size=32`: on a host with 4 GiB of memory or more, V8 lets
+ * the young generation grow to 2 × 64 MB, and any sustained load grows it there
  * (every young collection's survivors count towards the next growth). A
  * gateway's objects live for one request or one event, so half of that holds
  * nothing a collection would keep: with 2,000 open streams, peak RSS went from
@@ -66,6 +67,25 @@ export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-preten
  * on the command line or in NODE_OPTIONS, replaces this one.
  */
 export const START_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'];
+
+/** The memory V8 sizes its heap from: the host's, or the cgroup's limit when lower (what Node hands V8). */
+export function heapSizingMemory(): number {
+  const constrained = process.constrainedMemory?.() ?? 0;
+  return constrained > 0 ? Math.min(os.totalmem(), constrained) : os.totalmem();
+}
+
+/**
+ * Below 4 GiB V8 already keeps its semi-spaces at 32 MB or less (Node 24,
+ * measured in memory-limited cgroups: 16 MB at 1 GiB, 32 at 2 GiB, 64 from
+ * 4 GiB up), so the cap would change nothing, or raise the limit on a small
+ * container: START_NODE_FLAGS apply from this much memory up.
+ */
+const START_FLAGS_FROM_BYTES = 4 * 2 ** 30;
+
+/** START_NODE_FLAGS where they lower what V8 would pick for `memory`; none below 4 GiB. */
+export function startDefaults(memory = heapSizingMemory()): string[] {
+  return memory >= START_FLAGS_FROM_BYTES ? [...START_NODE_FLAGS] : [];
+}
 
 /** A flag's name without `--`, `no-` and value, `_` read as `-`: both polarities of a flag share it. */
 const flagBase = (f: string) => flagName(f).replace(/^--/, '').replace(/^no-/, '');
@@ -87,10 +107,11 @@ export function defaultFlagsToSet(defaults: readonly string[], nodeFlags: readon
 
 /**
  * Start with `server.node_flags` and the START_NODE_FLAGS the operator left
- * alone: re-execute once if this process lacks any. Returns the flags of
+ * alone (where they apply: startDefaults): re-execute once if this process
+ * lacks any. Returns the flags of
  * `nodeFlags` this process still lacks (it could not re-execute); a default
  * that could not be applied only goes missing from the ready line.
  */
 export function applyStartFlags(nodeFlags: readonly string[]): string[] {
-  return relaunchWithNodeFlags([...nodeFlags, ...defaultFlagsToSet(START_NODE_FLAGS, nodeFlags)]).filter((f) => nodeFlags.includes(f));
+  return relaunchWithNodeFlags([...nodeFlags, ...defaultFlagsToSet(startDefaults(), nodeFlags)]).filter((f) => nodeFlags.includes(f));
 }

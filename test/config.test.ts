@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, relaunchWithNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS } from '../src/node-flags.js';
+import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, relaunchWithNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS, startDefaults } from '../src/node-flags.js';
 import { peekNodeFlags } from '../src/config/load.js';
 import { startMock, sse } from './mocks/server.js';
 
@@ -180,7 +180,7 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   const h = await fetch(`http://127.0.0.1:${port}/healthz`);
   t.equal(h.status, 200);
   if (os.availableParallelism() > 1) t.match(out, /"workers":\d+[^\n]*primary: starting workers/, 'no server.workers: one worker per core');
-  t.match(out, /"node_flags":\["--max-semi-space-size=32"\][^\n]*"msg":"model-gateway ready"/, 'no server.node_flags: the default young-generation cap, added by the one re-exec and inherited by the workers');
+  t.match(out, new RegExp(`"node_flags":${JSON.stringify(startDefaults()).replace(/[[\]]/g, '\\$&')}[^\\n]*"msg":"model-gateway ready"`), 'no server.node_flags: the default young-generation cap where it applies, added by the one re-exec and inherited by the workers');
   t.match(out, /"v8_flags":\["--no-allocation-site-pretenuring"\][^\n]*"msg":"model-gateway ready"/, 'the runtime V8 flags set by default, listed in the ready line');
   const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
@@ -216,6 +216,9 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], [], '--max-old-space-size=900 --no-allocation-site-pretenuring'), [], 'and NODE_OPTIONS');
   t.same(defaultFlagsToSet(['--no-foo', '--bar=1'], ['--baz'], ['--nothing'], ''), ['--no-foo', '--bar=1'], 'other flags do not count');
   t.same(START_NODE_FLAGS, ['--max-semi-space-size=32']);
+  t.same(startDefaults(24 * 2 ** 30), ['--max-semi-space-size=32'], 'the cap on a host where V8 would use 64 MB semi-spaces');
+  t.same(startDefaults(4 * 2 ** 30), ['--max-semi-space-size=32'], 'from 4 GiB up');
+  t.same(startDefaults(2 * 2 ** 30), [], 'not where V8 already picks 32 MB or less: it would change nothing, or raise the limit on a small container');
   t.same(defaultFlagsToSet(START_NODE_FLAGS, [], [], ''), ['--max-semi-space-size=32'], 'the young-generation cap when nobody sized it');
   t.same(defaultFlagsToSet(START_NODE_FLAGS, ['--max_semi_space_size=64'], [], ''), [], 'server.node_flags sizing it wins');
   for (const other of ['--min-semi-space-size=64', '--max-heap-size=4096', '--scavenger-max-new-space-capacity-mb=8'])
