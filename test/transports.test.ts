@@ -13,8 +13,17 @@ const oai = await startOpenAIMock();
 const chunk = (i: number) => sse({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: '' } : { content: `${i} ` }, finish_reason: null }] });
 const slow = await startMock(() => ({ status: 200, sseDelayMs: 40, sse: Array.from({ length: 50 }, (_, i) => chunk(i)) }));
 const cut = await startMock(() => ({ status: 200, sse: [chunk(0), chunk(1), chunk(2)] }));
+// A native (OpenAI family) Responses stream that takes its time.
+const slowResponses = await startMock(() => ({
+  status: 200,
+  sseDelayMs: 40,
+  sse: [
+    sse({ type: 'response.created', sequence_number: 0, response: { id: 'resp_slow', object: 'response', status: 'in_progress', model: 'gpt-4.1-mini', output: [] } }, 'response.created'),
+    ...Array.from({ length: 50 }, (_, i) => sse({ type: 'response.output_text.delta', sequence_number: i + 1, item_id: 'msg_1', output_index: 0, content_index: 0, delta: `${i} ` }, 'response.output_text.delta')),
+  ],
+}));
 t.teardown(async () => {
-  await Promise.all([oai.close(), slow.close(), cut.close()]);
+  await Promise.all([oai.close(), slow.close(), cut.close(), slowResponses.close()]);
 });
 
 for (const transport of ['undici', 'http', 'proxy']) {
@@ -30,7 +39,15 @@ for (const transport of ['undici', 'http', 'proxy']) {
 server:
   transport: ${transport}
 providers:${prov('o', oai.url)}${prov('slow', slow.url)}${prov('cut', cut.url)}${prov('refused', 'http://127.0.0.1:1')}
+  - name: slowresp
+    family: openai
+    base_url: ${slowResponses.url}/v1
+    api_key: sk-test-openai-0123456789
+    timeout_ms: 300
+    retries: 0
 models:
+  - id: x/slowresp
+    deployments: [{ provider: slowresp, model: gpt-4.1-mini }]
   - id: x/o
     deployments: [{ provider: o, model: gpt-4.1-mini }]
   - id: x/slow
@@ -120,6 +137,25 @@ models:
       ac.abort();
       await until(() => slow.requests[0]?.aborted === true, 2000);
       t.ok(slow.requests[0].aborted, 'the upstream saw the connection close before its stream ended');
+    });
+
+    await t.test('a client that leaves a native Responses stream aborts the upstream at once', async (t) => {
+      slowResponses.reset();
+      const ac = new AbortController();
+      const res = await fetch(`${gw.baseURL}/responses`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'x/slowresp', input: 'x', stream: true }),
+        signal: ac.signal,
+      });
+      t.equal(res.status, 200);
+      const reader = res.body!.getReader();
+      const first = Buffer.from((await reader.read()).value ?? []).toString();
+      t.match(first, /response\.created/, 'the first event arrived');
+      ac.abort();
+      await until(() => slowResponses.requests[0]?.aborted === true, 2000);
+      t.ok(slowResponses.requests[0].aborted, 'the upstream saw the connection close before its stream ended');
+      t.equal(slowResponses.requests[0].path, '/v1/responses', 'it was the native Responses call');
     });
   });
 }
