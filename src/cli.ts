@@ -66,7 +66,7 @@ export async function main(argv: string[]): Promise<void> {
 async function start(file: string): Promise<void> {
   // A file that fails the schema is reported by the full load below, by this process.
   const early = peekNodeFlags(file);
-  if (early) applyStartFlags(early);
+  const earlyLacking = early ? applyStartFlags(early) : undefined;
   const reg = await registry();
   let config: GatewayConfig;
   try {
@@ -78,8 +78,10 @@ async function start(file: string): Promise<void> {
     }
     throw err;
   }
+  // (Only a file the peek could not read, and the full load could, comes this far without its flags applied.)
+  const lacking = earlyLacking ?? applyStartFlags(config.server.node_flags);
   const [{ runServer }, { extraEndpoints }] = await Promise.all([import('./run.js'), import('./api/index.js')]);
-  await runServer(config, reg, extraEndpoints());
+  await runServer(config, reg, extraEndpoints(), lacking);
 }
 
 export type { EndpointSpec };

@@ -108,9 +108,9 @@ export function defaultFlagsToSet(defaults: readonly string[], nodeFlags: readon
 /**
  * Start with `server.node_flags` and the START_NODE_FLAGS the operator left
  * alone (where they apply: startDefaults): re-execute once if this process
- * lacks any. Returns the flags of
- * `nodeFlags` this process still lacks (it could not re-execute); a default
- * that could not be applied only goes missing from the ready line.
+ * lacks any. Returns the flags of `nodeFlags` this process still lacks (it
+ * could not re-execute); a default that could not be applied only goes
+ * missing from the ready line.
  */
 export function applyStartFlags(nodeFlags: readonly string[]): string[] {
   return relaunchWithNodeFlags([...nodeFlags, ...defaultFlagsToSet(startDefaults(), nodeFlags)]).filter((f) => nodeFlags.includes(f));

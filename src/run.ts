@@ -15,7 +15,7 @@ import type { GatewayConfig } from './config/load.js';
 import type { BuiltinRegistry } from './pipeline.js';
 import { createGateway, type EndpointSpec } from './server.js';
 import { createLogger } from './log.js';
-import { applyStartFlags, defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS } from './node-flags.js';
+import { defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS } from './node-flags.js';
 
 /** Set RUNTIME_V8_FLAGS (those the operator left alone) on this process; returns the flags set. */
 export function applyRuntimeV8Flags(nodeFlags: readonly string[]): string[] {
@@ -29,10 +29,13 @@ export function workerCount(configured: number): number {
   return configured === 0 ? os.availableParallelism() : configured;
 }
 
-export async function runServer(config: GatewayConfig, registry: BuiltinRegistry, endpoints: EndpointSpec[]): Promise<void> {
-  const nodeFlags = config.server.node_flags;
-  const lacking = applyStartFlags(nodeFlags);
-  const v8Flags = applyRuntimeV8Flags(nodeFlags);
+/**
+ * Serve (or, with several workers, run the primary). `lacking`: the
+ * server.node_flags this process could not get; `start` (src/cli.ts) applies
+ * them, re-executing once, before it loads the gateway.
+ */
+export async function runServer(config: GatewayConfig, registry: BuiltinRegistry, endpoints: EndpointSpec[], lacking: string[] = []): Promise<void> {
+  const v8Flags = applyRuntimeV8Flags(config.server.node_flags);
   const workers = workerCount(config.server.workers);
   if (workers > 1 && cluster.isPrimary) return runPrimary(config, workers, lacking);
   const gw = await createGateway({ config, registry, endpoints });
