@@ -25,7 +25,7 @@
 // default server.node_flags bound the young generation): the µs/req column
 // shows how much of the gain is less GC per worker. The passthrough 2-worker
 // row and ratio stay, as information.
-import { mkdtempSync, readdirSync, openSync, readSync, closeSync } from 'node:fs';
+import { mkdtempSync, readdirSync, openSync, readSync, closeSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -825,7 +825,12 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     for (const p of procs.reverse()) await p.stop();
     procs.length = 0;
     if (profDir) {
-      const files = readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile'));
+      // `start` re-executes itself once to apply its node flags (src/node-flags.ts), and
+      // the process it replaced writes a profile of its own first start-up: the
+      // serving process's profile is the one written last.
+      const files = readdirSync(profDir)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .sort((a, b) => statSync(path.join(profDir, b)).mtimeMs - statSync(path.join(profDir, a)).mtimeMs);
       if (files.length) {
         const s = summarize(path.join(profDir, files[0]), 30);
         report.profile = { file: path.join(profDir, files[0]), ...s };
