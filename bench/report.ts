@@ -3,6 +3,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { StreamCheck } from './load.js';
+import type { ProfileEntry } from './profile.js';
 
 export type RowStatus = 'ok' | 'n/a' | 'failed';
 export type TargetKind = 'direct' | 'plain' | 'portkey' | 'gateway' | 'gateway-2w';
@@ -95,7 +96,8 @@ export interface BenchReport {
   /** Ratios shown as information only (no target is judged on them), with the reason. */
   ratio_notes?: Record<string, string>;
   targets: TargetCheck[];
-  profile?: unknown;
+  /** With --profile: the gateway's CPU profile, summarised (bench/profile.ts). */
+  profile?: { file: string; total_ms: number; functions: ProfileEntry[]; files: ProfileEntry[] };
 }
 
 const r1 = (n: number | undefined, d = 1) => (n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(d));

@@ -7,7 +7,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBenchmark, buildRows, FULL } from '../bench/bench.js';
+import { runBenchmark, buildRows, servingProfile, FULL } from '../bench/bench.js';
 import { HEAVY_DEFAULT, heavyChatBody, expectedAnthropic, checkAnthropicHeavy } from '../bench/heavy.js';
 import { formatTable, svgChart, type BenchReport } from '../bench/report.js';
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
@@ -37,6 +37,9 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
     only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy'],
+    // --profile: the summary must be the serving process's (start re-executes itself once
+    // on a host with 4 GiB or more, and the process it replaced leaves a start-up-only profile).
+    profile: true,
     outDir: out,
     print: false,
   });
@@ -91,7 +94,10 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   t.equal(rep.ratios_paired_rounds?.['passthrough gateway/plain']?.length, 1, 'one paired ratio per round');
   t.ok(finite(rep.ratios_of_row_medians?.['passthrough gateway/plain']), 'the ratio of the row medians is kept too');
   t.equal(rep.ratios['passthrough gateway/portkey'], null, 'no Portkey row: no ratio');
+  t.equal(rep.ratios['passthrough plain/portkey'], null, 'no Portkey row: no reference ratio either');
   t.ok(rep.targets.length >= 8, 'targets listed');
+  t.ok(rep.profile && rep.profile.total_ms > 1500, `the profile spans the run (${rep.profile?.total_ms} ms sampled), not only a start-up`);
+  t.ok(fs.existsSync(path.join(out, 'profile-flame.svg')), 'the flame graph is written beside the results');
   for (const k of ['nproc', 'cpu_model', 'node', 'mem_total_gb'] as const) t.ok(rep.machine[k] !== undefined, `machine.${k}`);
 
   const json = JSON.parse(fs.readFileSync(path.join(out, 'latest.json'), 'utf8')) as BenchReport;
@@ -252,4 +258,19 @@ t.test('heavy request: a valid long conversation, and the upstream check catches
   t.match(wrong((b) => void b.messages.reverse()), /messages\[0\] differs/, 'reordered');
   t.match(wrong((b) => void (b.max_tokens = 4096)), /max_tokens differs/);
   t.match(checkAnthropicHeavy(undefined, 'claude-bench', 16), /no Anthropic request/);
+});
+
+t.test('--profile summarises the newest profile: the serving process, not the start-up that re-executed itself', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-prof-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  t.equal(servingProfile(dir), undefined, 'no profile: none');
+  // Names as node --cpu-prof writes them; the process that re-executed keeps its pid, so only the time tells them apart.
+  const names = ['CPU.20261125.034604.6130.0.001.cpuprofile', 'CPU.20261125.034603.6130.0.001.cpuprofile', 'CPU.20261125.034602.6100.0.001.cpuprofile'];
+  const now = Date.now() / 1000;
+  names.forEach((n, i) => {
+    fs.writeFileSync(path.join(dir, n), '{}');
+    fs.utimesSync(path.join(dir, n), now - 100 + i * 10, now - 100 + i * 10);
+  });
+  fs.writeFileSync(path.join(dir, 'notes.txt'), '');
+  t.equal(servingProfile(dir), names[2], 'the last one written, whatever its name');
 });
