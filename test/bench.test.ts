@@ -96,6 +96,8 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   t.equal(rep.ratios['passthrough gateway/portkey'], null, 'no Portkey row: no ratio');
   t.equal(rep.ratios['passthrough plain/portkey'], null, 'no Portkey row: no reference ratio either');
   t.ok(rep.targets.length >= 8, 'targets listed');
+  // A --profile run keeps its profiles for the reader (the report names the file); the test does not.
+  if (rep.profile) t.teardown(() => fs.rmSync(path.dirname(rep.profile!.file), { recursive: true, force: true }));
   t.ok(rep.profile && rep.profile.total_ms > 1500, `the profile spans the run (${rep.profile?.total_ms} ms sampled), not only a start-up`);
   t.ok(fs.existsSync(path.join(out, 'profile-flame.svg')), 'the flame graph is written beside the results');
   for (const k of ['nproc', 'cpu_model', 'node', 'mem_total_gb'] as const) t.ok(rep.machine[k] !== undefined, `machine.${k}`);
