@@ -50,7 +50,6 @@ export interface StreamInit {
   echo: ResponseEcho;
 }
 
-
 function failure(err: ErrorBody): { code: string; message: string } {
   return { code: err.code ?? err.type ?? 'api_error', message: err.message };
 }
