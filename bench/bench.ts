@@ -50,7 +50,7 @@ import {
   type GatewayProc,
   type Availability,
 } from './processes.js';
-import { formatTable, writeResults, type BenchReport, type RowResult, type TargetKind, type TargetCheck } from './report.js';
+import { formatTable, writeResults, type BenchReport, type RowResult, type TargetKind, type TargetCheck, type StreamCpu } from './report.js';
 import { summarize, formatSummary } from './profile.js';
 import { writeFlameGraph } from './flame.js';
 
@@ -495,6 +495,32 @@ function log(o: BenchOptions, msg: string) {
   if (o.print) process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${msg}\n`);
 }
 
+/**
+ * Run one set of streams and hand `onCpu` what each process used meanwhile
+ * (StreamCpu): the target (`target` gives its pids; none for direct), the mock,
+ * this process (the load generator) and the machine.
+ */
+async function streamCpu(run: () => Promise<StreamCheck>, mockPid: number, target: (() => number[]) | undefined, onCpu?: (c: StreamCpu) => void): Promise<StreamCheck> {
+  const at0 = performance.now();
+  const t0 = target ? cpuSeconds(target()) : 0;
+  const m0 = cpuSeconds([mockPid]);
+  const l0 = process.cpuUsage();
+  const b0 = machineBusySeconds();
+  const check = await run();
+  const l = process.cpuUsage(l0);
+  const wallS = (performance.now() - at0) / 1000;
+  const cores = (s: number) => s / wallS;
+  const targetS = target ? cpuSeconds(target()) - t0 : 0;
+  onCpu?.({
+    wall_s: wallS,
+    ...(target ? { target_cores: cores(targetS), target_us_per_event: check.events ? (targetS / check.events) * 1e6 : NaN } : {}),
+    mock_cores: cores(cpuSeconds([mockPid]) - m0),
+    load_cores: cores((l.user + l.system) / 1e6),
+    machine_cores: cores(machineBusySeconds() - b0),
+  });
+  return check;
+}
+
 export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<BenchReport> {
   const o: BenchOptions = { ...(opts.quick ? QUICK : FULL), ...opts };
   const started = Date.now();
@@ -689,29 +715,31 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
                 body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: PROMPT }] }], generationConfig: { maxOutputTokens: events } }),
                 stream: true,
               };
-        const d = await manyStreams(direct, fam, count, texts, o.streams.rampMs);
+        const cpu: { direct?: StreamCpu; plain?: StreamCpu; gateway?: StreamCpu } = {};
+        const d = await streamCpu(() => manyStreams(direct, fam, count, texts, o.streams!.rampMs), mock.pid, undefined, (c) => (cpu.direct = c));
         // The same streams through the plain Node proxy (bytes piped, nothing parsed): what one
         // Node process can do with this many events on this machine, the reference for the gateway's.
         let viaPlain: StreamCheck | undefined;
         if (plain) {
           log(o, `streams through the plain Node proxy…`);
-          viaPlain = await manyStreams({ ...direct, origin: `http://127.0.0.1:${plain.port}` }, fam, count, texts, o.streams.rampMs);
+          const via = plain;
+          viaPlain = await streamCpu(() => manyStreams({ ...direct, origin: `http://127.0.0.1:${via.port}` }, fam, count, texts, o.streams!.rampMs), mock.pid, () => [via.pid], (c) => (cpu.plain = c));
         }
         // A fresh gateway per run, so that its peak memory is the streams' own.
-        const viaFresh = async (nodeArgs: string[]) => {
+        const viaFresh = async (nodeArgs: string[], onCpu?: (c: StreamCpu) => void) => {
           const fresh = await startGateway({ ...gwOpts, cpuProfDir: undefined, nodeArgs });
           dirs.push(fresh.dir);
           const s = new RssSampler(new Map([['g', () => fresh.pids()]]), 50);
           try {
             const spec: RequestSpec = { origin: `http://127.0.0.1:${fresh.port}`, path: '/v1/chat/completions', headers: { authorization: `Bearer ${BENCH_CLIENT_KEY}` }, body: chatBody(`bench/${fam}-paced`, events, true), stream: true };
-            const g = await manyStreams(spec, 'openai-chat', count, texts, o.streams!.rampMs);
+            const g = await streamCpu(() => manyStreams(spec, 'openai-chat', count, texts, o.streams!.rampMs), mock.pid, () => fresh.pids(), onCpu);
             return { check: g, peak: s.take('g') };
           } finally {
             s.stop();
             await fresh.stop();
           }
         };
-        const g = await viaFresh([]);
+        const g = await viaFresh([], (c) => (cpu.gateway = c));
         let tuned: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number } | undefined;
         if (o.streamsTunedFlags?.length) {
           log(o, `streams again on a gateway started with ${o.streamsTunedFlags.join(' ')}…`);
@@ -730,6 +758,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
           added_ttfb_p50_ms: g.check.ttfb_ms.p50 - d.ttfb_ms.p50,
           ...(viaPlain ? { plain: viaPlain, plain_added_ttfb_p50_ms: viaPlain.ttfb_ms.p50 - d.ttfb_ms.p50 } : {}),
           ...(tuned ? { tuned } : {}),
+          ...(cpu.direct && cpu.gateway ? { cpu: { direct: cpu.direct, gateway: cpu.gateway, ...(cpu.plain ? { plain: cpu.plain } : {}) } } : {}),
         };
       }
     }

@@ -51,6 +51,24 @@ export interface TargetCheck {
   met: boolean | null;
 }
 
+/**
+ * CPU over one run of the many streams, in cores (CPU seconds over wall
+ * seconds): the process in the middle (gateway or plain proxy; absent for
+ * direct), the mock, the load generator (the benchmark process) and the whole
+ * machine (every process and the kernel's loopback work). A target near one
+ * core is saturated: new streams then queue behind the events it has not yet
+ * relayed, and their time to first byte shows it.
+ */
+export interface StreamCpu {
+  wall_s: number;
+  target_cores?: number;
+  /** The target's CPU per delivered text delta, stream set-up included. */
+  target_us_per_event?: number;
+  mock_cores: number;
+  load_cores: number;
+  machine_cores: number;
+}
+
 export interface BenchReport {
   version: 1;
   started_at: string;
@@ -87,6 +105,8 @@ export interface BenchReport {
     plain_added_ttfb_p50_ms?: number;
     /** The same on a gateway started with extra node flags (memory tuning). */
     tuned?: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number };
+    /** CPU while each of the runs lasted: how much of the machine the target, the mock and the load generator took. */
+    cpu?: { direct: StreamCpu; plain?: StreamCpu; gateway: StreamCpu };
   } | { path: string; status: 'n/a' | 'failed'; note: string };
   /** Median over rounds of the paired ratios (see bench.ts); the targets use these. */
   ratios: Record<string, number | null>;
@@ -159,6 +179,14 @@ export function formatTable(rep: BenchReport): string {
         `streams, gateway started with ${s.tuned.flags.join(' ')}: ${s.tuned.gateway.completed}/${s.streams} complete, ${s.tuned.gateway.events}/${s.tuned.gateway.expected_events} events; ` +
           `TTFB p50 ${r1(s.tuned.gateway.ttfb_ms.p50, 2)} ms; peak RSS ${r1(s.tuned.gateway_peak_rss_mb, 0)} MB.`,
       );
+    if (s.cpu) {
+      const c = (x: StreamCpu) =>
+        (x.target_cores !== undefined ? `target ${r1(x.target_cores, 2)} (${r1(x.target_us_per_event ?? NaN, 1)} µs/event), ` : '') +
+        `mock ${r1(x.mock_cores, 2)}, load generator ${r1(x.load_cores, 2)}, machine ${r1(x.machine_cores, 2)}`;
+      lines.push(
+        `streams, CPU in cores of ${rep.machine.nproc}: direct: ${c(s.cpu.direct)}` + (s.cpu.plain ? `; plain proxy: ${c(s.cpu.plain)}` : '') + `; gateway: ${c(s.cpu.gateway)}.`,
+      );
+    }
   } else if (s) lines.push(`streams: ${s.status} (${s.note})`);
   lines.push('');
   lines.push('ratios (median over rounds of back-to-back measurements; in brackets: per round, and from the table\'s row medians):');

@@ -89,6 +89,16 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     t.equal(rep.streams.plain?.completed, 20, 'the same streams through the plain proxy');
     t.ok(finite(rep.streams.plain_added_ttfb_p50_ms));
     t.ok(finite(rep.streams.added_ttfb_p50_ms));
+    // What each process used while the streams ran: the gateway and the plain proxy as targets, direct without one.
+    const cpu = rep.streams.cpu;
+    t.ok(cpu, 'CPU measured over the stream runs');
+    for (const [name, c] of Object.entries(cpu ?? {})) {
+      t.ok(c.wall_s > 0 && [c.mock_cores, c.load_cores, c.machine_cores].every((v) => finite(v) && v >= 0), `${name}: wall time and cores`);
+      if (name === 'direct') t.equal(c.target_cores, undefined, 'direct: nothing in the middle');
+      else t.ok(finite(c.target_cores) && c.target_cores! >= 0 && finite(c.target_us_per_event), `${name}: the target's cores and CPU per event`);
+    }
+    t.ok(cpu?.plain && cpu.gateway, 'both targets measured');
+    t.match(formatTable(rep), /streams, CPU in cores of \d+: direct: mock [\d.]+, load generator [\d.]+, machine [\d.]+; plain proxy: target [\d.]+ \([\d.]+ µs\/event\)/, 'printed with the table');
   }
   t.ok(finite(rep.ratios['passthrough gateway/plain']) && rep.ratios['passthrough gateway/plain']! > 0, 'paired ratio measured');
   t.equal(rep.ratios_paired_rounds?.['passthrough gateway/plain']?.length, 1, 'one paired ratio per round');
