@@ -151,6 +151,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   // 2. Body: JSON only, with a size limit and a read deadline (408); src/body.ts.
+  // A body the client got wrong (400, 408, 413, 415) is answered where the
+  // endpoint validates it, after the plugins ahead of validation: an
+  // unauthenticated client gets its 401, never a word about its body. (A path
+  // no endpoint serves answers 404 or 405 whatever its body.)
   const bodyOptions = { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms };
   app.use(async (kctx, next) => {
     if (kctx.req.method !== 'POST') return next();
@@ -158,12 +162,14 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     let body: unknown;
     try {
       body = await readJsonBody(kctx.req, bodyOptions);
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
     } catch (err) {
       // The rest of an unread body would stall the connection: close it after the answer.
       if (!kctx.req.complete) kctx.res.setHeader('connection', 'close');
-      throw err;
+      if (!(err instanceof GatewayError)) throw err;
+      kctx.state.bodyError = err;
+      body = undefined;
     }
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
     (kctx.request as unknown as { body: unknown }).body = body;
     return next();
   });
@@ -216,9 +222,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         attempts: [],
         finalizers: [],
       };
+      const bodyError = kctx.state.bodyError as GatewayError | undefined;
       await pipeline.run(
         ctx,
         () => {
+          if (bodyError) throw bodyError;
           ctx.body = spec.validate(ctx.body, ctx);
         },
         () => spec.terminal(ctx, core, pipeline, kctx.params ?? {}),

@@ -96,6 +96,52 @@ t.test('wrong content type -> 415 envelope', async (t) => {
   t.match(r.json.error.message, /application\/json/);
 });
 
+t.test('a body error never answers an unauthenticated request: its 401 comes first', async (t) => {
+  const noKey = { authorization: '' };
+  const badKey = { authorization: 'Bearer gw-not-a-key-at-all-000' };
+  const cases: [string, string | Buffer, Record<string, string>][] = [
+    ['malformed JSON, no key', '{"model": ', noKey],
+    ['malformed JSON, unknown key', '{"model": ', badKey],
+    ['JSON that is not an object', '[1,2]', badKey],
+    ['wrong content type', chat(), { ...badKey, 'content-type': 'text/plain' }],
+    ['no body at all', '', noKey],
+    ['body over the limit', chat({ user: 'x'.repeat(5000) }), noKey],
+    ['a body that is not valid gzip', Buffer.from('not gzip at all'), { ...badKey, 'content-encoding': 'gzip' }],
+  ];
+  for (const [what, body, headers] of cases) {
+    const r = await raw('POST', '/v1/chat/completions', body, headers);
+    t.equal(r.status, 401, `${what}: 401`);
+    envelopeOk(t, r, 'authentication_error');
+    t.equal(r.json.error.code, 'invalid_api_key');
+  }
+  // The same body errors on every endpoint that reads a body.
+  for (const path of ['/v1/responses', '/v1/images/generations']) {
+    const r = await raw('POST', path, '{"model": ', noKey);
+    t.equal(r.status, 401, `${path}: 401 before the body's 400`);
+  }
+  // A slow body: the deadline passes, and the answer is still the 401.
+  const { port } = new URL(gw.url);
+  const slow = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json', 'content-length': '100' } }, (res) => {
+      let b = '';
+      res.on('data', (c) => (b += c));
+      res.on('end', () => resolve({ status: res.statusCode!, body: b }));
+    });
+    req.on('error', reject);
+    req.write('{"model":');
+  });
+  t.equal(slow.status, 401, 'a body past the deadline without a key: 401');
+  t.equal(JSON.parse(slow.body).error.type, 'authentication_error');
+  // With a good key the body's own error is the answer, as before.
+  const keyed = await raw('POST', '/v1/chat/completions', '[1,2]');
+  t.equal(keyed.status, 400);
+  t.match(keyed.json.error.message, /JSON object/);
+  // A path no endpoint serves: 404, whatever the body.
+  const nowhere = await raw('POST', '/v1/no-such-endpoint', '{"model": ', noKey);
+  t.equal(nowhere.status, 404);
+  envelopeOk(t, nowhere, 'not_found_error');
+});
+
 t.test('body over the limit -> 413 request_too_large', async (t) => {
   const r = await raw('POST', '/v1/chat/completions', chat({ user: 'x'.repeat(5000) }));
   t.equal(r.status, 413);
