@@ -95,9 +95,13 @@ export function sseFrame(data: string, event?: string): string {
   return event ? `event: ${event}\ndata: ${data}\n\n` : `data: ${data}\n\n`;
 }
 
+/**
+ * The headers of every SSE answer. No `connection` header: Node's HTTP server
+ * keeps the connection alive unless the client sent `Connection: close` or the
+ * gateway is draining, and a fixed `keep-alive` here overrode both.
+ */
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
-  connection: 'keep-alive',
   'x-accel-buffering': 'no',
 } as const;

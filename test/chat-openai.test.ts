@@ -1,6 +1,7 @@
 // Chat completions through the gateway to an OpenAI upstream, driven by the
 // official openai SDK: plain, streaming with usage, tool round trip.
 import t from 'tap';
+import net from 'node:net';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { startGateway, openAIConfig, CLIENT_KEY, until } from './helpers/gateway.js';
@@ -67,6 +68,36 @@ t.test('raw stream ends with [DONE] and is framed as SSE', async (t) => {
   t.ok(res.headers.get('x-request-id'));
   const text = await res.text();
   t.ok(text.endsWith('data: [DONE]\n\n'));
+});
+
+t.test("a stream honours the client's Connection header: close closes, keep-alive keeps the socket for the next request", async (t) => {
+  const { port } = new URL(gw.url);
+  const request = (stream: boolean, connection: string) => {
+    const body = JSON.stringify({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'a b' }], stream });
+    return `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${CLIENT_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: ${connection}\r\n\r\n${body}`;
+  };
+  // Raw sockets: an HTTP client would hide who closes the connection.
+  const exchange = (requests: string[], waitMs: number) =>
+    new Promise<{ text: string; serverClosed: boolean }>((resolve) => {
+      const s = net.connect(Number(port), '127.0.0.1');
+      let text = '';
+      s.setEncoding('utf8');
+      s.on('data', (c: string) => (text += c));
+      const timer = setTimeout(() => (s.destroy(), resolve({ text, serverClosed: false })), waitMs);
+      s.on('end', () => (clearTimeout(timer), s.destroy(), resolve({ text, serverClosed: true })));
+      for (const r of requests) s.write(r);
+    });
+  const closed = await exchange([request(true, 'close')], 3000);
+  t.match(closed.text, /^HTTP\/1\.1 200/);
+  t.match(closed.text, /\r\nconnection: close\r\n/i, 'the answer says close');
+  t.ok(closed.text.includes('data: [DONE]'), 'the whole stream arrived');
+  t.ok(closed.serverClosed, 'the gateway closed the connection after the stream');
+  // Two streams back to back on one kept-alive connection: both answered, the socket left open.
+  const kept = await exchange([request(true, 'keep-alive'), request(true, 'keep-alive')], 500);
+  t.equal(kept.text.match(/HTTP\/1\.1 200/g)?.length, 2, 'two answers on one connection');
+  t.equal(kept.text.match(/data: \[DONE\]/g)?.length, 2, 'two whole streams');
+  t.match(kept.text, /\r\nconnection: keep-alive\r\n/i);
+  t.notOk(kept.serverClosed, 'the gateway kept the connection');
 });
 
 t.test('tool call round trip (plain and streamed)', async (t) => {
