@@ -52,7 +52,6 @@ import {
 } from './processes.js';
 import { formatTable, writeResults, type BenchReport, type RowResult, type TargetKind, type TargetCheck, type StreamCpu } from './report.js';
 import { summarize, formatSummary } from './profile.js';
-import type { SpeedSummary } from './calibrate.js';
 import { writeFlameGraph } from './flame.js';
 
 export interface BenchOptions {
@@ -442,23 +441,6 @@ function textOf(format: StreamFormat, body: any): string | undefined { // eslint
   }
 }
 
-/** The VM-speed sampler's summary over [from, to] (Date.now() bounds; the whole run without them), asked over IPC. */
-function askSpeed(sampler: Proc, from?: number, to?: number): Promise<SpeedSummary | undefined> {
-  return new Promise((resolve) => {
-    const onMessage = (m: { speed?: SpeedSummary }) => {
-      if (m?.speed) done(m.speed);
-    };
-    const timer = setTimeout(() => done(undefined), 5000);
-    const done = (v: SpeedSummary | undefined) => {
-      clearTimeout(timer);
-      sampler.child.off('message', onMessage);
-      resolve(v);
-    };
-    sampler.child.on('message', onMessage);
-    sampler.child.send({ op: 'speed', from, to });
-  });
-}
-
 /** The last request body of a protocol that the mock upstream accepted (asked over IPC). */
 function lastUpstreamBody(mock: Proc, protocol: Protocol): Promise<string | undefined> {
   return new Promise((resolve) => {
@@ -548,9 +530,6 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
   const profDir = o.profile ? mkdtempSync(path.join(os.tmpdir(), 'gw-bench-prof-')) : undefined;
   let sampler: RssSampler | undefined;
   try {
-    // First, on a quiet machine: the VM-speed sampler takes its idle reference (bench/calibrate.ts).
-    const speed = await forkReady('calibrate.js', []).catch((err) => (log(o, `VM-speed sampler: ${(err as Error).message}`), undefined));
-    if (speed) procs.push(speed);
     log(o, `mock upstream, plain proxy${o.portkey ? ', Portkey' : ''} and gateway starting…`);
     const mock = await forkReady('mock-upstream.js', []);
     procs.push(mock);
@@ -713,7 +692,6 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
 
     // Many concurrent streams through a translated path.
     let streams: BenchReport['streams'];
-    let streamsWindow: { from: number; to: number } | undefined;
     if (o.streams) {
       const fam = avail.anthropic ? 'anthropic' : avail.gemini ? 'gemini' : undefined;
       if (!fam) streams = { path: 'translated', status: 'n/a', note: 'no translated family registered' };
@@ -761,9 +739,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
             await fresh.stop();
           }
         };
-        const streamsFrom = Date.now();
         const g = await viaFresh([], (c) => (cpu.gateway = c));
-        streamsWindow = { from: streamsFrom, to: Date.now() };
         let tuned: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number } | undefined;
         if (o.streamsTunedFlags?.length) {
           log(o, `streams again on a gateway started with ${o.streamsTunedFlags.join(' ')}…`);
@@ -792,9 +768,6 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
 
     const gwPeak = peakRssMb(gw.pids());
     sampler.stop();
-    const vmSpeed = speed
-      ? { run: await askSpeed(speed), ...(streamsWindow ? { gateway_streams: await askSpeed(speed, streamsWindow.from, streamsWindow.to) } : {}) }
-      : undefined;
 
     // Aggregate.
     const results: RowResult[] = rows.map((r) => {
@@ -863,7 +836,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       started_at: new Date(started).toISOString(),
       duration_s: Math.round((Date.now() - started) / 1000),
       quick: o.quick,
-      machine: { ...machine(), background_cpu_pct: Math.round(backgroundPct), ...(vmSpeed?.run ? { speed: vmSpeed as NonNullable<BenchReport['machine']['speed']> } : {}) },
+      machine: { ...machine(), background_cpu_pct: Math.round(backgroundPct) },
       settings: {
         rounds: o.rounds,
         connections: o.connections,

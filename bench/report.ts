@@ -3,7 +3,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { StreamCheck } from './load.js';
-import type { SpeedSummary } from './calibrate.js';
 import type { ProfileEntry } from './profile.js';
 
 export type RowStatus = 'ok' | 'n/a' | 'failed';
@@ -76,19 +75,7 @@ export interface BenchReport {
   duration_s: number;
   quick: boolean;
   /** background_cpu_pct: CPU used by other processes on the machine during the measurements, in % of one core. */
-  /**
-   * speed: the VM-speed sampler (bench/calibrate.ts), over the whole run and over the gateway's
-   * 2,000-stream run: a fixed task's CPU cost against its idle reference.
-   */
-  machine: {
-    nproc: number;
-    cpu_model: string;
-    mem_total_gb: number;
-    node: string;
-    os: string;
-    background_cpu_pct?: number;
-    speed?: { run: SpeedSummary; gateway_streams?: SpeedSummary };
-  };
+  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; os: string; background_cpu_pct?: number };
   settings: {
     rounds: number;
     connections: number;
@@ -169,15 +156,6 @@ export function formatTable(rep: BenchReport): string {
       `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}. ` +
       `Other processes used ${rep.machine.background_cpu_pct ?? '?'}% of one core meanwhile (${rep.machine.nproc} cores).`,
   );
-  const sp = rep.machine.speed;
-  if (sp) {
-    const one = (x: SpeedSummary) => `p50 ${r1(x.p50_cpu_us, 0)}, p90 ${r1(x.p90_cpu_us, 0)}, max ${r1(x.max_cpu_us, 0)} µs, ${r1(x.slow_pct, 0)}% of ${x.samples} samples over 1.25× idle`;
-    lines.push(
-      `VM speed: a fixed task cost ${r1(sp.run.idle_cpu_us, 0)} µs of CPU before the run; during it ${one(sp.run)}` +
-        (sp.gateway_streams ? `; during the gateway's streams ${one(sp.gateway_streams)}` : '') +
-        '. More CPU for the same task means a slower VM: the host taking time without reporting it as steal, or a busy sibling hyperthread.',
-    );
-  }
   const h = rep.settings.heavy;
   if (h) lines.push(`heavy request: a chat completion translated to Anthropic, ${h.messages} messages of ${h.words} words per text, a system prompt and 2 tools, ${(h.bytes / 1024).toFixed(1)} KB of JSON.`);
   const g = rep.gateway;

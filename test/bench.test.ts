@@ -12,7 +12,6 @@ import { HEAVY_DEFAULT, heavyChatBody, expectedAnthropic, checkAnthropicHeavy } 
 import { formatTable, svgChart, type BenchReport } from '../bench/report.js';
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
-import { summarizeSpeed, fixedWork, workCpuUs, WORK_ROUNDS } from '../bench/calibrate.js';
 
 const finite = (n: unknown) => typeof n === 'number' && Number.isFinite(n);
 
@@ -82,14 +81,6 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   t.ok(finite(gw.peak_rss_mb) && gw.peak_rss_mb! > 10, 'gateway RSS sampled');
   t.ok(finite(rep.gateway.startup_ms) && finite(rep.gateway.idle_rss_mb) && finite(rep.gateway.peak_rss_mb), 'start-up and memory');
   t.ok(rep.gateway.log_lines! > 0, 'the access log was on');
-  // The VM-speed sampler ran through the whole run and took its idle reference first.
-  const speed = rep.machine.speed;
-  t.ok(speed, 'VM speed sampled');
-  t.ok(speed!.run.idle_cpu_us > 0 && speed!.run.samples > 10, 'an idle reference and samples every 250 ms');
-  t.ok([speed!.run.p50_cpu_us, speed!.run.p90_cpu_us, speed!.run.max_cpu_us, speed!.run.slow_pct].every(finite), 'its summary');
-  t.ok(speed!.run.p50_cpu_us <= speed!.run.p90_cpu_us && speed!.run.p90_cpu_us <= speed!.run.max_cpu_us);
-  t.ok(speed!.gateway_streams && speed!.gateway_streams.samples <= speed!.run.samples, 'and over the gateway streams');
-  t.match(formatTable(rep), /VM speed: a fixed task cost \d+ µs of CPU before the run; during it p50 \d+/);
   t.ok(rep.streams && 'gateway' in rep.streams, 'streams ran');
   if (rep.streams && 'gateway' in rep.streams) {
     t.equal(rep.streams.gateway.completed, 20, 'every stream through the gateway completed');
@@ -171,27 +162,6 @@ t.test('a family or endpoint that is not registered is a row "n/a", not a crash'
   };
   t.match(formatTable(rep), /gateway · Anthropic translated\s+n\/a \(not available: x\)/);
   t.match(svgChart(rep), /<\/svg>/, 'a chart even with no measured row');
-});
-
-t.test('VM speed: the summary of a fixed task\'s CPU cost, whole or over a window', async (t) => {
-  const samples = [100, 110, 120, 130, 200, 90, 105, 300, 100, 115].map((cpu_us, i) => ({ at: 1000 + i * 250, cpu_us }));
-  const all = summarizeSpeed(100, samples);
-  t.equal(all.samples, 10);
-  t.equal(all.p50_cpu_us, 115);
-  t.equal(all.p90_cpu_us, 300);
-  t.equal(all.max_cpu_us, 300);
-  t.equal(all.slow_pct, 30, '130, 200 and 300 cost over 1.25x the idle 100');
-  const window = summarizeSpeed(100, samples, 1000 + 4 * 250, 1000 + 7 * 250);
-  t.equal(window.samples, 4, 'only the samples inside the window');
-  t.equal(window.max_cpu_us, 300);
-  t.equal(window.slow_pct, 50);
-  const none = summarizeSpeed(100, samples, 0, 10);
-  t.equal(none.samples, 0);
-  t.ok(Number.isNaN(none.p50_cpu_us), 'no sample: no number');
-  // The task itself: deterministic, and it costs measurable CPU.
-  t.equal(fixedWork(1000), fixedWork(1000));
-  t.not(fixedWork(1000), fixedWork(1001));
-  t.ok(workCpuUs(WORK_ROUNDS) > 0);
 });
 
 t.test('mock upstream: the four wire formats, strict checks, paced streams', async (t) => {
