@@ -797,7 +797,10 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         const m1 = (xs: number[]) => Math.round(median(xs) * 10) / 10;
         base.cpu = { mock_pct: m1(c.mock), client_pct: m1(c.client) };
         if (c.target.length) base.cpu.target_pct = m1(c.target);
-        if (c.us.length) base.cpu.target_us_per_req = Math.round(median(c.us));
+        if (c.us.length) {
+          base.cpu.target_us_per_req = Math.round(median(c.us));
+          base.cpu.target_us_per_req_rounds = c.us.map(Math.round);
+        }
       }
       return base;
     });

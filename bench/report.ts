@@ -41,7 +41,7 @@ export interface RowResult {
    * mock upstream, and the benchmark process (the load generator); and the
    * target's CPU time per answered request, in µs.
    */
-  cpu?: { target_pct?: number; mock_pct: number; client_pct: number; target_us_per_req?: number };
+  cpu?: { target_pct?: number; mock_pct: number; client_pct: number; target_us_per_req?: number; target_us_per_req_rounds?: number[] };
 }
 
 export interface TargetCheck {
@@ -122,6 +122,29 @@ export interface BenchReport {
 
 const r1 = (n: number | undefined, d = 1) => (n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(d));
 
+/**
+ * How much the machine drifted during the run, seen through the reference
+ * itself: the plain Node proxy's rate and CPU per request in each round. Its
+ * work is the same every round, so a spread is the machine's (a shared VM's
+ * speed moves by tens of percent within minutes), and the reason the targets
+ * use paired ratios.
+ */
+export function driftLine(plain: RowResult | undefined): string | undefined {
+  const rps = plain?.rps_rounds ?? [];
+  if (rps.length < 2) return undefined;
+  const spread = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = sorted[Math.floor(sorted.length / 2)];
+    return mid > 0 ? Math.round(((sorted[sorted.length - 1] - sorted[0]) / mid) * 100) : NaN;
+  };
+  const us = plain?.cpu?.target_us_per_req_rounds ?? [];
+  return (
+    `drift: the plain Node proxy did ${rps.join(' / ')} req/s in the ${rps.length} rounds (spread ${spread(rps)}% of the median)` +
+    (us.length === rps.length ? `, at ${us.join(' / ')} µs of CPU per request (${spread(us)}%)` : '') +
+    '; its work is the same every round, so the spread is the machine\'s.'
+  );
+}
+
 export function formatTable(rep: BenchReport): string {
   const head = ['target', 'req/s', 'p50 ms', 'p99 ms', 'c=1 p50', '+p50 ms', '+p99 ms', 'TTFB', '+TTFB', 'RSS MB', 'CPU% t/m/c', 'µs/req', 'fail'];
   const pct = (n: number | undefined) => (n === undefined ? '–' : Math.round(n).toString());
@@ -156,6 +179,8 @@ export function formatTable(rep: BenchReport): string {
       `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}. ` +
       `Other processes used ${rep.machine.background_cpu_pct ?? '?'}% of one core meanwhile (${rep.machine.nproc} cores).`,
   );
+  const drift = driftLine(rep.rows.find((r) => r.id === 'plain-chat'));
+  if (drift) lines.push(drift);
   const h = rep.settings.heavy;
   if (h) lines.push(`heavy request: a chat completion translated to Anthropic, ${h.messages} messages of ${h.words} words per text, a system prompt and 2 tools, ${(h.bytes / 1024).toFixed(1)} KB of JSON.`);
   const g = rep.gateway;

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { runBenchmark, buildRows, servingProfile, FULL } from '../bench/bench.js';
 import { HEAVY_DEFAULT, heavyChatBody, expectedAnthropic, checkAnthropicHeavy } from '../bench/heavy.js';
-import { formatTable, svgChart, type BenchReport } from '../bench/report.js';
+import { formatTable, svgChart, driftLine, type BenchReport, type RowResult } from '../bench/report.js';
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
 
@@ -76,6 +76,9 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   t.equal(wt.value, `${w!.toFixed(2)}x`);
   t.equal(wt.goal, 'shows scaling (>= 1.2x)');
   const gw = rep.rows.find((r) => r.id === 'gw-openai')!;
+  const plainRow = rep.rows.find((r) => r.id === 'plain-chat')!;
+  t.equal(plainRow.cpu?.target_us_per_req_rounds?.length, 1, "the reference's CPU per request is kept per round, for the drift line");
+  t.equal(plainRow.rps_rounds?.length, 1);
   t.equal(gw.c1!.baseline, 'direct-chat');
   t.ok(finite(gw.c1!.added_p50_ms) && finite(gw.c1!.added_p99_ms), 'added latency computed');
   t.ok(finite(gw.peak_rss_mb) && gw.peak_rss_mb! > 10, 'gateway RSS sampled');
@@ -162,6 +165,18 @@ t.test('a family or endpoint that is not registered is a row "n/a", not a crash'
   };
   t.match(formatTable(rep), /gateway · Anthropic translated\s+n\/a \(not available: x\)/);
   t.match(svgChart(rep), /<\/svg>/, 'a chart even with no measured row');
+});
+
+t.test("drift: the plain proxy's own rounds show how much the machine moved", async (t) => {
+  const row = (rps_rounds: number[], us?: number[]) =>
+    ({ id: 'plain-chat', label: 'plain', target: 'plain', path: 'chat', stream: false, status: 'ok', rps_rounds, ...(us ? { cpu: { mock_pct: 30, client_pct: 30, target_us_per_req_rounds: us } } : {}) }) as RowResult;
+  t.equal(
+    driftLine(row([8081, 4698, 4760], [150, 192, 200])),
+    'drift: the plain Node proxy did 8081 / 4698 / 4760 req/s in the 3 rounds (spread 71% of the median), at 150 / 192 / 200 µs of CPU per request (26%); its work is the same every round, so the spread is the machine\'s.',
+  );
+  t.match(driftLine(row([9955, 9420, 9054]))!, /spread 10% of the median\); its work/, 'without CPU rounds: the rate alone');
+  t.equal(driftLine(row([9000])), undefined, 'one round: no drift to show');
+  t.equal(driftLine(undefined), undefined, 'no plain proxy row');
 });
 
 t.test('mock upstream: the four wire formats, strict checks, paced streams', async (t) => {
