@@ -60,7 +60,13 @@ export function issueError(issue: v.BaseIssue<unknown>): GatewayError {
   const code = codeOf(deepest);
   let message: string;
   if (code === 'missing_required_parameter') message = `Missing required parameter: '${param}'.`;
-  else message = `Invalid '${param ?? 'body'}': ${deepest.message}${deepest.received && deepest.kind !== 'schema' ? ` (got ${deepest.received})` : ''}.`;
+  else {
+    // The value is quoted back when it says something ("got 5"); a check over a whole
+    // object or array (n with stream, an assistant message's content) would only say "got Object".
+    const input = deepest.input;
+    const quote = deepest.received && deepest.kind !== 'schema' && (input === null || typeof input !== 'object');
+    message = `Invalid '${param ?? 'body'}': ${deepest.message}${quote ? ` (got ${deepest.received})` : ''}.`;
+  }
   return errors.invalid(message, param, code);
 }
 

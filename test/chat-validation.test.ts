@@ -87,6 +87,7 @@ t.test('each invalid field -> 400 naming it, no upstream call', async (t) => {
     t.equal(r.json.error?.type, 'invalid_request_error', `${name}: type`);
     t.equal(r.json.error?.param, param, `${name}: param`);
     t.match(r.json.error?.message, msg, `${name}: message`);
+    t.notMatch(r.json.error?.message, /\(got (Object|Array)\)/, `${name}: no "got Object" about a whole object`);
     t.equal(mock.requests.length, 0, `${name}: nothing sent upstream`);
   }
 });
