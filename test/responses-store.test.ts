@@ -84,6 +84,28 @@ t.test('sqlite store: directory created, owner-scoped get/delete, replace, persi
   await rel.close();
 });
 
+t.test('sqlite store: output items by id for item_reference, per owner, gone with their response, kept across reopen', async (t) => {
+  const file = path.join(dir, 'items', 'responses.sqlite');
+  const s = openSqliteResponseStore(file);
+  const withItems = (id: string, owner: string, itemIds: string[]): StoredResponse => ({
+    ...record(id, owner),
+    input: [{ type: 'message', id: `msg_input_${id}`, role: 'user', content: 'hi' }],
+    output: itemIds.map((i) => ({ type: 'message', id: i, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `text of ${i}`, annotations: [] }] })),
+  });
+  await s.put(withItems('resp_1', 'alice', ['msg_a', 'msg_b']));
+  await s.put(withItems('resp_2', 'bob', ['msg_c']));
+  const got = await s.items(['msg_a', 'msg_b', 'msg_c', 'msg_a', `msg_input_resp_1`], 'alice');
+  t.same([...got.keys()].sort(), ['msg_a', 'msg_b'], "the owner's output items only (not bob's, not input items), each once");
+  t.same((got.get('msg_b') as Any).content[0].text, 'text of msg_b', 'the item as stored');
+  t.equal((await s.items(['msg_c'], 'bob')).size, 1);
+  t.equal(await s.delete('resp_1', 'alice'), true);
+  t.equal((await s.items(['msg_a', 'msg_b'], 'alice')).size, 0, 'deleting a response deletes its items');
+  await s.close();
+  const again = openSqliteResponseStore(file);
+  t.equal((await again.items(['msg_c'], 'bob')).get('msg_c')?.id, 'msg_c', 'persisted across reopen');
+  await again.close();
+});
+
 t.test('gateway: stored responses survive a restart on the same file; the store is closed at shutdown', async (t) => {
   const file = path.join(dir, 'gw', 'responses.sqlite');
   const mock = await startOpenAIMock();

@@ -6,6 +6,8 @@
 //   chat IR and back.
 import t from 'tap';
 import OpenAI from 'openai';
+import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
 import { startOpenAIMock, validateChat, chatReply, OPENAI_KEY } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
@@ -270,6 +272,60 @@ t.test('function tool round trip: flat and nested tool shapes, native and transl
   t.same(upstream(compat).tools, [{ type: 'function', function: weatherNested.function }]);
   await client.responses.create({ model: 'openai/gpt-4.1-mini', input: 'hi', tools: [weatherNested], tool_choice: { type: 'function', function: { name: 'get_weather' } } } as Any);
   t.same(upstream(oai).tool_choice, { type: 'function', name: 'get_weather' }, 'native upstream gets the flat tool_choice');
+});
+
+t.test('item_reference: the Vercel AI SDK OpenAI provider runs a tool loop on every family; references resolve from the store, per key', async (t) => {
+  // createOpenAI(...)(model) speaks the Responses API and, with store on (the
+  // default), sends the earlier turn's output as { type: 'item_reference', id }.
+  const weather = tool({
+    description: 'Weather in a city',
+    inputSchema: jsonSchema<{ city: string }>({ type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }),
+    execute: async ({ city }) => `21C and sunny in ${city}`,
+  });
+  let referenced = 0;
+  for (const [model, m] of [['openai/gpt-4.1-mini', oai], ['compat/llama', compat], ['anthropic/claude-sonnet-4-5', anth], ['google/gemini-2.5-flash', gem]] as const) {
+    const seen: Any[] = [];
+    const traced = createOpenAI({
+      baseURL: gw.baseURL,
+      apiKey: CLIENT_KEY,
+      fetch: async (url, init) => {
+        seen.push(JSON.parse(String(init?.body)));
+        return fetch(url, init);
+      },
+    });
+    const r = await generateText({ model: traced(model), prompt: 'What is the weather in Paris?', tools: { get_weather: weather }, stopWhen: stepCountIs(3), maxRetries: 0 });
+    t.same(r.steps.map((x) => x.finishReason), ['tool-calls', 'stop'], `${model}: a tool call, then the answer`);
+    t.match(r.text, /21C and sunny in Paris/, `${model}: the answer uses the tool output`);
+    // The SDK refers to the earlier assistant message (and reasoning) by id; a function call goes inline.
+    const refs = seen[1].input.filter((it: Any) => it.type === 'item_reference').length;
+    if (r.steps[0].text) t.ok(refs > 0, `${model}: the SDK referred to the earlier assistant message`);
+    const up = upstream(m);
+    const text = JSON.stringify(up);
+    t.notOk(text.includes('item_reference'), `${model}: the provider never sees a reference`);
+    t.ok(text.includes('get_weather') && text.includes('21C and sunny in Paris'), `${model}: the provider got the call and its output`);
+    if (r.steps[0].text) t.ok(text.includes(JSON.stringify(r.steps[0].text).slice(1, -1)), `${model}: and the referenced assistant text`);
+    referenced += refs;
+  }
+  t.ok(referenced >= 2, 'references were exercised (Anthropic answers with text before its tool call, Gemini with a signed reasoning item)');
+
+  // By hand: a reference without `type`, an unknown one, another key's, a deleted response's.
+  const r1: Any = await client.responses.create({ model: 'compat/llama', input: 'Remember the word kiwi.' });
+  const msg = r1.output.find((o: Any) => o.type === 'message');
+  const r2: Any = await client.responses.create({ model: 'anthropic/claude-sonnet-4-5', input: [{ role: 'user', content: 'Remember the word kiwi.' }, { id: msg.id }, { role: 'user', content: 'Which word?' }] } as Any);
+  t.equal(r2.status, 'completed');
+  t.same(upstream(anth).messages[1], { role: 'assistant', content: [{ type: 'text', text: 'Echo: Remember the word kiwi.' }] }, 'the referenced item, translated for Anthropic');
+  const unknown: Any = await client.responses.create({ model: 'compat/llama', input: [{ role: 'user', content: 'x' }, { type: 'item_reference', id: 'msg_nope' }] } as Any).catch((x) => x);
+  t.equal(unknown.status, 404);
+  t.match(unknown.error, { type: 'not_found_error', param: 'input[1]', code: 'item_not_found', message: /msg_nope/ });
+  const theirs: Any = await other.responses.create({ model: 'compat/llama', input: [{ type: 'item_reference', id: msg.id }] } as Any).catch((x) => x);
+  t.equal(theirs.status, 404, "another key cannot reference this key's items");
+  t.match(theirs.error, { param: 'input[0]', code: 'item_not_found' });
+  await client.responses.delete(r1.id);
+  const gone: Any = await client.responses.create({ model: 'compat/llama', input: [{ type: 'item_reference', id: msg.id }] } as Any).catch((x) => x);
+  t.equal(gone.status, 404, 'a deleted response takes its items with it');
+  const badRef: Any = await client.responses.create({ model: 'compat/llama', input: [{ type: 'item_reference' }] } as Any).catch((x) => x);
+  t.equal(badRef.status, 400);
+  t.match(badRef.error, { param: 'input[0].id', code: 'missing_required_parameter' });
 });
 
 t.test('web search: OpenAI passes the hosted tool through; a family without search is a 400 naming tools', async (t) => {
@@ -549,7 +605,7 @@ t.test('validation: every field named in a 400', async (t) => {
     [{ model: 'compat/llama', input: 'x', top_p: -1 }, 'top_p'],
     [{ model: 'compat/llama', input: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop', /at most 4/],
     [{ model: 'compat/llama', input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
-    [{ model: 'compat/llama', input: [{ type: 'item_reference', id: 'x' }] }, 'input[0].type', /'message', 'function_call'/],
+    [{ model: 'compat/llama', input: [{ type: 'computer_call_output', call_id: 'x' }] }, 'input[0].type', /'message', 'function_call'.*'item_reference'/],
     [{ model: 'compat/llama', input: [{ role: 'robot', content: 'x' }] }, 'input[0].role'],
     [{ model: 'compat/llama', input: [{ role: 'user', content: [{ type: 'text', text: 'x' }] }] }, 'input[0].content[0].type'],
     [{ model: 'compat/llama', input: [{ role: 'user', content: [{ type: 'input_image' }] }] }, 'input[0].content[0]', /image_url/],

@@ -22,7 +22,7 @@ import type {
   FinishReason,
 } from '../types.js';
 import { errors } from '../errors.js';
-import { WEB_SEARCH_TYPES } from './responses-schema.js';
+import { WEB_SEARCH_TYPES, isItemReference } from './responses-schema.js';
 
 // ---------------------------------------------------------------- types
 
@@ -149,7 +149,7 @@ export function reasoningItem(texts: string[], details: ReasoningDetail[], id = 
 /** `input` as a list of items (a string is one user message). Missing `type` on messages is filled in. */
 export function normalizeInput(input: string | Item[]): Item[] {
   if (typeof input === 'string') return [{ type: 'message', role: 'user', content: input }];
-  return input.map((it) => (it.type ? it : { ...it, type: 'message' }));
+  return input.map((it) => (it.type ? it : { ...it, type: isItemReference(it) ? 'item_reference' : 'message' }));
 }
 
 /** Where an item came from, for error messages: `input[3]`, or the stored conversation. */

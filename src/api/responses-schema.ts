@@ -83,10 +83,21 @@ const Reasoning = v.looseObject({
 // A hosted web search record from an earlier OpenAI turn (echoed output).
 const WebSearchCall = v.looseObject({ type: v.literal('web_search_call'), id: nonEmpty() });
 
-export const INPUT_ITEM_TYPES = ['message', 'function_call', 'function_call_output', 'reasoning', 'web_search_call'] as const;
+// An output item of an earlier stored response, by its id (the Vercel AI SDK's
+// OpenAI provider sends earlier turns this way while `store` is on). `type` may be
+// omitted, as on OpenAI: an item with only an `id` is a reference.
+const ItemReference = v.object({ type: v.optional(v.literal('item_reference')), id: nonEmpty() });
+
+export const INPUT_ITEM_TYPES = ['message', 'function_call', 'function_call_output', 'reasoning', 'web_search_call', 'item_reference'] as const;
+
+/** An input item that refers to a stored output item instead of carrying it. */
+export function isItemReference(it: { type?: unknown; role?: unknown; id?: unknown }): boolean {
+  return it.type === 'item_reference' || (it.type === undefined && it.role === undefined && typeof it.id === 'string');
+}
 
 const InputItem = v.lazy((input) => {
-  const o = (input ?? {}) as { type?: unknown; role?: unknown };
+  const o = (input ?? {}) as { type?: unknown; role?: unknown; id?: unknown };
+  if (isItemReference(o)) return ItemReference as v.GenericSchema;
   switch (o.type ?? 'message') {
     case 'message':
       return (o.role === 'assistant' ? AssistantMessage : InputMessage) as v.GenericSchema;

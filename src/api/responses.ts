@@ -104,6 +104,30 @@ async function loadHistory(store: ResponseStore, id: string, owner: string): Pro
   return items;
 }
 
+/**
+ * Each `item_reference` replaced by the stored output item it names (the
+ * owner's responses only), so that every later step, and the input stored for
+ * this turn, sees the item itself.
+ */
+async function resolveReferences(items: Item[], owner: string, store: () => ResponseStore): Promise<Item[]> {
+  if (!items.some((it) => it.type === 'item_reference')) return items;
+  const found = await store().items(
+    items.filter((it) => it.type === 'item_reference').map((it) => String(it.id)),
+    owner,
+  );
+  return items.map((it, i) => {
+    if (it.type !== 'item_reference') return it;
+    const item = found.get(String(it.id));
+    if (!item)
+      throw errors.notFound(
+        `Item with id '${it.id}' not found. The gateway keeps the output items of responses created through it with 'store' true, for the key that created them; send the item itself instead.`,
+        `input[${i}]`,
+        'item_not_found',
+      );
+    return item as Item;
+  });
+}
+
 type Result =
   | { kind: 'native-json'; body: Record<string, unknown> }
   | { kind: 'native-stream'; events: AsyncGenerator<{ event?: string; data: Record<string, unknown> }> }
@@ -115,7 +139,10 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
   const owner = ownerOf(ctx);
   const wantsStore = body.store !== false;
   const store = wantsStore || body.previous_response_id ? holder.get(ctx) : undefined;
-  const fresh = normalizeInput(body.input);
+  const given = normalizeInput(body.input);
+  const fresh = await resolveReferences(given, owner, () => store ?? holder.get(ctx));
+  // A same-API target gets the referenced items themselves, as it gets a replayed history.
+  const referenced = fresh !== given;
   const history = body.previous_response_id ? await loadHistory(store!, body.previous_response_id, owner) : [];
   const items = history.length ? [...history, ...fresh] : fresh;
   // Error messages name the client's field: input[i] for this turn's items.
@@ -148,7 +175,7 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
     });
     if (fit.note) base.note(fit.note);
     if (native) {
-      const nb = toNativeBody(body, { upstreamModel: attempt.deployment.model, model, items: history.length || fit.changed ? fit.items : undefined, normalize });
+      const nb = toNativeBody(body, { upstreamModel: attempt.deployment.model, model, items: history.length || fit.changed || referenced ? fit.items : undefined, normalize });
       nb.notes.forEach(base.note);
       const request = pipeline.prepare(ctx, attempt, nb.body);
       const out = await plugin.responses!({ ...base, request, stream });

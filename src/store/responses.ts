@@ -1,5 +1,5 @@
-// Stored responses (`store: true`), for GET/DELETE /v1/responses/{id} and
-// `previous_response_id`. The interface is small and asynchronous so that
+// Stored responses (`store: true`), for GET/DELETE /v1/responses/{id},
+// `previous_response_id` and `item_reference` inputs. The interface is small and asynchronous so that
 // another backend (Redis, Postgres...) can replace the embedded one; the
 // built-in backend is SQLite through `node:sqlite` (built into Node 24: no
 // native addon), in WAL mode so that several worker processes can share one
@@ -29,6 +29,12 @@ export interface ResponseStore {
   put(r: StoredResponse): Promise<void>;
   /** Undefined when the id is unknown or belongs to another owner. */
   get(id: string, owner: string): Promise<StoredResponse | undefined>;
+  /**
+   * Output items of the owner's stored responses, by item id, for `item_reference`
+   * inputs (the Vercel AI SDK sends its earlier turns' output that way). Ids not
+   * found are absent from the map.
+   */
+  items(ids: string[], owner: string): Promise<Map<string, Record<string, unknown>>>;
   /** False when the id is unknown or belongs to another owner. */
   delete(id: string, owner: string): Promise<boolean>;
   close(): Promise<void>;
@@ -73,17 +79,45 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd()): 
     output TEXT NOT NULL,
     response TEXT NOT NULL
   ) STRICT`);
-  const stmts: { put: StatementSync; get: StatementSync; del: StatementSync } = {
+  // Each stored response's output items by their id, for item_reference inputs.
+  db.exec(`CREATE TABLE IF NOT EXISTS response_items (
+    owner TEXT NOT NULL,
+    id TEXT NOT NULL,
+    response_id TEXT NOT NULL,
+    item TEXT NOT NULL,
+    PRIMARY KEY (owner, id)
+  ) STRICT`);
+  db.exec('CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (owner, response_id)');
+  const stmts: { put: StatementSync; get: StatementSync; del: StatementSync; putItem: StatementSync; getItem: StatementSync; delItems: StatementSync } = {
     put: db.prepare(
       'INSERT OR REPLACE INTO responses (id, owner, model, created_at, previous_response_id, input, output, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     get: db.prepare('SELECT * FROM responses WHERE id = ? AND owner = ?'),
     del: db.prepare('DELETE FROM responses WHERE id = ? AND owner = ?'),
+    putItem: db.prepare('INSERT OR REPLACE INTO response_items (owner, id, response_id, item) VALUES (?, ?, ?, ?)'),
+    getItem: db.prepare('SELECT item FROM response_items WHERE owner = ? AND id = ?'),
+    delItems: db.prepare('DELETE FROM response_items WHERE owner = ? AND response_id = ?'),
   };
   let open = true;
   return {
     async put(r) {
-      stmts.put.run(r.id, r.owner, r.model, r.created_at, r.previous_response_id, JSON.stringify(r.input), JSON.stringify(r.output), JSON.stringify(r.response));
+      db.exec('BEGIN');
+      try {
+        stmts.put.run(r.id, r.owner, r.model, r.created_at, r.previous_response_id, JSON.stringify(r.input), JSON.stringify(r.output), JSON.stringify(r.response));
+        for (const it of r.output) if (typeof it.id === 'string' && it.id) stmts.putItem.run(r.owner, it.id, r.id, JSON.stringify(it));
+        db.exec('COMMIT');
+      } catch (err) {
+        db.exec('ROLLBACK');
+        throw err;
+      }
+    },
+    async items(ids, owner) {
+      const found = new Map<string, Record<string, unknown>>();
+      for (const id of new Set(ids)) {
+        const row = stmts.getItem.get(owner, id) as { item: string } | undefined;
+        if (row) found.set(id, JSON.parse(row.item));
+      }
+      return found;
     },
     async get(id, owner) {
       const row = stmts.get.get(id, owner) as Row | undefined;
@@ -100,6 +134,7 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd()): 
       };
     },
     async delete(id, owner) {
+      stmts.delItems.run(owner, id);
       return Number(stmts.del.run(id, owner).changes) > 0;
     },
     async close() {
