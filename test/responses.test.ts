@@ -314,6 +314,9 @@ t.test('item_reference: the Vercel AI SDK OpenAI provider runs a tool loop on ev
   const r2: Any = await client.responses.create({ model: 'anthropic/claude-sonnet-4-5', input: [{ role: 'user', content: 'Remember the word kiwi.' }, { id: msg.id }, { role: 'user', content: 'Which word?' }] } as Any);
   t.equal(r2.status, 'completed');
   t.same(upstream(anth).messages[1], { role: 'assistant', content: [{ type: 'text', text: 'Echo: Remember the word kiwi.' }] }, 'the referenced item, translated for Anthropic');
+  const r3: Any = await client.responses.create({ model: 'openai/gpt-4.1-mini', input: [{ role: 'user', content: 'Remember the word kiwi.' }, { type: 'item_reference', id: msg.id }, { role: 'user', content: 'Which word?' }] } as Any);
+  t.equal(r3.status, 'completed');
+  t.match(upstream(oai).input[1], { type: 'message', role: 'assistant', id: msg.id, content: [{ type: 'output_text', text: 'Echo: Remember the word kiwi.' }] }, 'OpenAI gets the item itself, not a reference it could not resolve');
   const unknown: Any = await client.responses.create({ model: 'compat/llama', input: [{ role: 'user', content: 'x' }, { type: 'item_reference', id: 'msg_nope' }] } as Any).catch((x) => x);
   t.equal(unknown.status, 404);
   t.match(unknown.error, { type: 'not_found_error', param: 'input[1]', code: 'item_not_found', message: /msg_nope/ });
