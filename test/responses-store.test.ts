@@ -98,11 +98,13 @@ t.test('sqlite store: output items by id for item_reference, per owner, gone wit
   t.same([...got.keys()].sort(), ['msg_a', 'msg_b'], "the owner's output items only (not bob's, not input items), each once");
   t.same((got.get('msg_b') as Any).content[0].text, 'text of msg_b', 'the item as stored');
   t.equal((await s.items(['msg_c'], 'bob')).size, 1);
+  await s.put(withItems('resp_2', 'bob', ['msg_d']));
+  t.same([...(await s.items(['msg_c', 'msg_d'], 'bob')).keys()], ['msg_d'], 'a replaced response keeps only its new items');
   t.equal(await s.delete('resp_1', 'alice'), true);
   t.equal((await s.items(['msg_a', 'msg_b'], 'alice')).size, 0, 'deleting a response deletes its items');
   await s.close();
   const again = openSqliteResponseStore(file);
-  t.equal((await again.items(['msg_c'], 'bob')).get('msg_c')?.id, 'msg_c', 'persisted across reopen');
+  t.equal((await again.items(['msg_d'], 'bob')).get('msg_d')?.id, 'msg_d', 'persisted across reopen');
   await again.close();
 });
 

@@ -1,9 +1,9 @@
 // Stored responses (`store: true`), for GET/DELETE /v1/responses/{id},
-// `previous_response_id` and `item_reference` inputs. The interface is small and asynchronous so that
-// another backend (Redis, Postgres...) can replace the embedded one; the
-// built-in backend is SQLite through `node:sqlite` (built into Node 24: no
-// native addon), in WAL mode so that several worker processes can share one
-// file (https://www.sqlite.org/wal.html).
+// `previous_response_id` and `item_reference` inputs. The interface is small
+// and asynchronous so that another backend (Redis, Postgres...) can replace
+// the embedded one; the built-in backend is SQLite through `node:sqlite`
+// (built into Node 24: no native addon), in WAL mode so that several worker
+// processes can share one file (https://www.sqlite.org/wal.html).
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -104,6 +104,7 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd()): 
       db.exec('BEGIN');
       try {
         stmts.put.run(r.id, r.owner, r.model, r.created_at, r.previous_response_id, JSON.stringify(r.input), JSON.stringify(r.output), JSON.stringify(r.response));
+        stmts.delItems.run(r.owner, r.id); // a replaced response keeps only its new items
         for (const it of r.output) if (typeof it.id === 'string' && it.id) stmts.putItem.run(r.owner, it.id, r.id, JSON.stringify(it));
         db.exec('COMMIT');
       } catch (err) {
