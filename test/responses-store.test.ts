@@ -3,7 +3,8 @@
 // units, and a replay of the recorded OpenAI Responses streams
 // (shared/fixtures/openai-responses) through the same-API passthrough.
 import t from 'tap';
-import { mkdtempSync, rmSync, existsSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, existsSync, readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -105,6 +106,36 @@ t.test('sqlite store: output items by id for item_reference, per owner, gone wit
   await s.close();
   const again = openSqliteResponseStore(file);
   t.equal((await again.items(['msg_d'], 'bob')).get('msg_d')?.id, 'msg_d', 'persisted across reopen');
+  await again.close();
+});
+
+t.test('sqlite store: a store written before the item index gets its output items indexed on first open', async (t) => {
+  const file = path.join(dir, 'old', 'responses.sqlite');
+  mkdirSync(path.dirname(file), { recursive: true });
+  // The table as the previous version created it, with one response in it.
+  const { DatabaseSync } = createRequire(import.meta.url)('node:sqlite') as typeof import('node:sqlite');
+  const old = new DatabaseSync(file);
+  old.exec(`CREATE TABLE responses (id TEXT PRIMARY KEY, owner TEXT NOT NULL, model TEXT NOT NULL, created_at INTEGER NOT NULL,
+    previous_response_id TEXT, input TEXT NOT NULL, output TEXT NOT NULL, response TEXT NOT NULL) STRICT`);
+  const output = [
+    { type: 'message', id: 'msg_old', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'from before', annotations: [] }] },
+    { type: 'function_call', id: 'fc_old', call_id: 'call_1', name: 'f', arguments: '{}' },
+    { type: 'message', role: 'assistant', content: 'no id: not indexed' },
+  ];
+  old.prepare('INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run('resp_old', 'alice', 'openai/gpt-4.1-mini', 1, null, '[]', JSON.stringify(output), '{}');
+  old.close();
+  const s = openSqliteResponseStore(file);
+  const got = await s.items(['msg_old', 'fc_old'], 'alice');
+  t.same(got.get('msg_old'), output[0], 'the old response\'s message is found by its id');
+  t.same(got.get('fc_old'), output[1]);
+  t.equal((await s.items(['msg_old'], 'bob')).size, 0, 'still per owner');
+  await s.close();
+  // Done once: the file now carries schema version 1, and a second open finds the same items.
+  const check = new DatabaseSync(file);
+  t.equal((check.prepare('PRAGMA user_version').get() as { user_version: number }).user_version, 1);
+  check.close();
+  const again = openSqliteResponseStore(file);
+  t.equal((await again.items(['msg_old', 'fc_old'], 'alice')).size, 2);
   await again.close();
 });
 

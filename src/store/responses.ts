@@ -88,6 +88,22 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd()): 
     PRIMARY KEY (owner, id)
   ) STRICT`);
   db.exec('CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (owner, response_id)');
+  // Schema version 1 added response_items: a store written by an earlier
+  // version gets its responses' output items indexed once, on first open.
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    if (Number((db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version) < 1) {
+      db.exec(`INSERT OR IGNORE INTO response_items (owner, id, response_id, item)
+        SELECT r.owner, json_extract(o.value, '$.id'), r.id, o.value
+        FROM responses AS r, json_each(r.output) AS o
+        WHERE json_type(o.value, '$.id') = 'text' AND json_extract(o.value, '$.id') <> ''`);
+      db.exec('PRAGMA user_version = 1');
+    }
+    db.exec('COMMIT');
+  } catch (err) {
+    db.exec('ROLLBACK');
+    throw err;
+  }
   const stmts: { put: StatementSync; get: StatementSync; del: StatementSync; putItem: StatementSync; getItem: StatementSync; delItems: StatementSync } = {
     put: db.prepare(
       'INSERT OR REPLACE INTO responses (id, owner, model, created_at, previous_response_id, input, output, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
