@@ -88,22 +88,28 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd()): 
     PRIMARY KEY (owner, id)
   ) STRICT`);
   db.exec('CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (owner, response_id)');
-  // Schema version 1 added response_items: a store written by an earlier
-  // version gets its responses' output items indexed once, on first open.
-  db.exec('BEGIN IMMEDIATE');
-  try {
-    if (Number((db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version) < 1) {
-      db.exec(`INSERT OR IGNORE INTO response_items (owner, id, response_id, item)
-        SELECT r.owner, json_extract(o.value, '$.id'), r.id, o.value
-        FROM responses AS r, json_each(r.output) AS o
-        WHERE json_type(o.value, '$.id') = 'text' AND json_extract(o.value, '$.id') <> ''`);
-      db.exec('PRAGMA user_version = 1');
+  /** Run `fn` in one transaction: all of its writes, or none. */
+  const transaction = (begin: 'BEGIN' | 'BEGIN IMMEDIATE', fn: () => void) => {
+    db.exec(begin);
+    try {
+      fn();
+      db.exec('COMMIT');
+    } catch (err) {
+      db.exec('ROLLBACK');
+      throw err;
     }
-    db.exec('COMMIT');
-  } catch (err) {
-    db.exec('ROLLBACK');
-    throw err;
-  }
+  };
+  // Schema version 1 added response_items: a store written by an earlier
+  // version gets its responses' output items indexed once, on first open
+  // (IMMEDIATE: two workers opening one file do not both do it).
+  transaction('BEGIN IMMEDIATE', () => {
+    if (Number((db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version) >= 1) return;
+    db.exec(`INSERT OR IGNORE INTO response_items (owner, id, response_id, item)
+      SELECT r.owner, json_extract(o.value, '$.id'), r.id, o.value
+      FROM responses AS r, json_each(r.output) AS o
+      WHERE json_type(o.value, '$.id') = 'text' AND json_extract(o.value, '$.id') <> ''`);
+    db.exec('PRAGMA user_version = 1');
+  });
   const stmts: { put: StatementSync; get: StatementSync; del: StatementSync; putItem: StatementSync; getItem: StatementSync; delItems: StatementSync } = {
     put: db.prepare(
       'INSERT OR REPLACE INTO responses (id, owner, model, created_at, previous_response_id, input, output, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
@@ -117,16 +123,11 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd()): 
   let open = true;
   return {
     async put(r) {
-      db.exec('BEGIN');
-      try {
+      transaction('BEGIN', () => {
         stmts.put.run(r.id, r.owner, r.model, r.created_at, r.previous_response_id, JSON.stringify(r.input), JSON.stringify(r.output), JSON.stringify(r.response));
         stmts.delItems.run(r.owner, r.id); // a replaced response keeps only its new items
         for (const it of r.output) if (typeof it.id === 'string' && it.id) stmts.putItem.run(r.owner, it.id, r.id, JSON.stringify(it));
-        db.exec('COMMIT');
-      } catch (err) {
-        db.exec('ROLLBACK');
-        throw err;
-      }
+      });
     },
     async items(ids, owner) {
       const found = new Map<string, Record<string, unknown>>();
