@@ -149,6 +149,7 @@ const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 export function escapeXml(s: string): string {
   return s
+    // eslint-disable-next-line no-control-regex -- these control characters are what XML 1.0 forbids
     .replace(/[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/g, '') // not allowed in XML 1.0
     .replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c]!);
 }

@@ -114,7 +114,7 @@ export function availability(): Availability {
     const p = f[1].defaultBaseUrl ? new URL(f[1].defaultBaseUrl).pathname.replace(/\/+$/, '') : '/v1';
     return { family: f[0], baseUrlPath: p };
   };
-  let responses = false;
+  let responses: boolean;
   try {
     responses = extraEndpoints().some((e) => e.endpoint === 'responses');
   } catch {

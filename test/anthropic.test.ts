@@ -64,7 +64,7 @@ const weatherTool = {
   type: 'function' as const,
   function: { name: 'get_weather', description: 'Current weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
 };
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Any = any;
 const create = (body: Any, opts?: Any): Promise<Any> => client.chat.completions.create(body, opts) as Promise<Any>;
 const upstream = (i = 0) => anth.requests[i].body;

@@ -43,7 +43,10 @@ function synthetic(): CpuProfile {
   const samples: number[] = [];
   const timeDeltas: number[] = [];
   const add = (id: number, us: number, n = 1) => {
-    for (let i = 0; i < n; i++) samples.push(id), timeDeltas.push(us / n);
+    for (let i = 0; i < n; i++) {
+      samples.push(id);
+      timeDeltas.push(us / n);
+    }
   };
   add(2, 100, 2);
   add(3, 200, 4);

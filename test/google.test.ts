@@ -18,7 +18,7 @@ import { UpstreamError } from '../src/provider.js';
 import type { ChatRequest, NormalizationEntry } from '../src/types.js';
 import type { ModelConfig } from '../src/config/schema.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+ 
 
 const gem = await startGeminiMock();
 const oai = await startOpenAIMock();

@@ -15,7 +15,7 @@ import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
 import { sse, type Handler } from './mocks/server.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+ 
 type Any = any;
 
 const OTHER_KEY = 'gw-test-other-client-key-987654';

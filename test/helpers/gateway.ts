@@ -15,7 +15,7 @@ export interface TestGateway {
   url: string;
   baseURL: string;
   gw: Gateway;
-  logs: Record<string, any>[]; // eslint-disable-line @typescript-eslint/no-explicit-any
+  logs: Record<string, any>[];  
   rawLogs: string[];
   close(): Promise<void>;
 }

@@ -50,7 +50,7 @@ export function anthropicErrorReply(status: number, type: string, message: strin
   return { status, headers: { 'request-id': rid }, json: { type: 'error', error: { type, message }, request_id: rid } };
 }
 
-const isObj = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v); // eslint-disable-line @typescript-eslint/no-explicit-any
+const isObj = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v);  
 function only(o: Record<string, unknown>, keys: string[], at: string) {
   for (const k of Object.keys(o)) if (!keys.includes(k)) throw new Invalid(`${at}.${k}: Extra inputs are not permitted`);
 }
@@ -86,7 +86,7 @@ function checkImage(b: Record<string, any>, at: string): number {
 }
 
 /** Validates one request body; throws Invalid with Anthropic's wording. Returns the number of cache breakpoints. */
-export function validateMessages(body: any): void { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function validateMessages(body: any): void {  
   if (!isObj(body)) throw new Invalid('There was an issue with your request body: expected a JSON object');
   for (const k of Object.keys(body)) if (!TOP_LEVEL.has(k)) throw new Invalid(`${k}: Extra inputs are not permitted`);
   if (typeof body.model !== 'string') throw new Invalid('model: Field required');
@@ -213,7 +213,7 @@ export function validateMessages(body: any): void { // eslint-disable-line @type
           if (typeof b.tool_use_id !== 'string') throw new Invalid(`${bat}.tool_use_id: Field required`);
           if (b.content !== undefined && typeof b.content !== 'string') {
             if (!Array.isArray(b.content)) throw new Invalid(`${bat}.content: Input should be a valid string or list`);
-            b.content.forEach((c: any, k: number) => (c?.type === 'image' ? checkImage(c, `${bat}.content.${k}`) : checkText(c, `${bat}.content.${k}`))); // eslint-disable-line @typescript-eslint/no-explicit-any
+            b.content.forEach((c: any, k: number) => (c?.type === 'image' ? checkImage(c, `${bat}.content.${k}`) : checkText(c, `${bat}.content.${k}`)));  
           }
           breakpoints += checkCacheControl(b.cache_control, bat);
           break;
@@ -235,20 +235,20 @@ export function validateMessages(body: any): void { // eslint-disable-line @type
   });
 
   // tool_use <-> tool_result pairing, in adjacent turns.
-  msgs.forEach((m: any, i: number) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+  msgs.forEach((m: any, i: number) => {  
     const blocks = Array.isArray(m.content) ? m.content : [];
     if (m.role === 'user') {
       const prev = msgs[i - 1];
-      const ids = new Set((Array.isArray(prev?.content) ? prev.content : []).filter((b: any) => b.type === 'tool_use').map((b: any) => b.id)); // eslint-disable-line @typescript-eslint/no-explicit-any
-      blocks.forEach((b: any, j: number) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+      const ids = new Set((Array.isArray(prev?.content) ? prev.content : []).filter((b: any) => b.type === 'tool_use').map((b: any) => b.id));  
+      blocks.forEach((b: any, j: number) => {  
         if (b.type === 'tool_result' && !ids.has(b.tool_use_id))
           throw new Invalid(`messages.${i}.content.${j}: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${b.tool_use_id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`);
       });
     } else {
       const next = msgs[i + 1];
       if (!next) return;
-      const answered = new Set((Array.isArray(next.content) ? next.content : []).filter((b: any) => b.type === 'tool_result').map((b: any) => b.tool_use_id)); // eslint-disable-line @typescript-eslint/no-explicit-any
-      const missing = blocks.filter((b: any) => b.type === 'tool_use' && !answered.has(b.id)).map((b: any) => b.id); // eslint-disable-line @typescript-eslint/no-explicit-any
+      const answered = new Set((Array.isArray(next.content) ? next.content : []).filter((b: any) => b.type === 'tool_result').map((b: any) => b.tool_use_id));  
+      const missing = blocks.filter((b: any) => b.type === 'tool_use' && !answered.has(b.id)).map((b: any) => b.id);  
       if (missing.length)
         throw new Invalid(`messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(', ')}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`);
     }
@@ -256,7 +256,7 @@ export function validateMessages(body: any): void { // eslint-disable-line @type
 
   // With thinking on, a tool loop's assistant turn must start with its (signed) thinking block.
   const last = msgs[msgs.length - 1];
-  if (thinkingOn && last.role === 'user' && Array.isArray(last.content) && last.content.some((b: any) => b.type === 'tool_result')) { // eslint-disable-line @typescript-eslint/no-explicit-any
+  if (thinkingOn && last.role === 'user' && Array.isArray(last.content) && last.content.some((b: any) => b.type === 'tool_result')) {  
     const a = msgs[msgs.length - 2];
     const first = Array.isArray(a?.content) ? a.content[0] : { type: 'text' };
     if (first.type !== 'thinking' && first.type !== 'redacted_thinking')
@@ -273,12 +273,12 @@ const tokens = (s: string) => Math.ceil(s.length / 4);
 const msgId = () => 'msg_01' + randomBytes(16).toString('base64url').replace(/[-_]/g, 'x').slice(0, 22);
 const toolId = () => 'toolu_01' + randomBytes(16).toString('base64url').replace(/[-_]/g, 'x').slice(0, 22);
 
-function textOf(content: any): string { // eslint-disable-line @typescript-eslint/no-explicit-any
+function textOf(content: any): string {  
   if (typeof content === 'string') return content;
-  return (content ?? []).filter((b: any) => b.type === 'text').map((b: any) => b.text).join(' '); // eslint-disable-line @typescript-eslint/no-explicit-any
+  return (content ?? []).filter((b: any) => b.type === 'text').map((b: any) => b.text).join(' ');  
 }
 
-function sample(schema: any, key: string, text: string, city: string): unknown { // eslint-disable-line @typescript-eslint/no-explicit-any
+function sample(schema: any, key: string, text: string, city: string): unknown {  
   if (!isObj(schema)) return text;
   if (Array.isArray(schema.enum)) return schema.enum[0];
   const t = Array.isArray(schema.type) ? schema.type[0] : schema.type;
@@ -297,12 +297,12 @@ function sample(schema: any, key: string, text: string, city: string): unknown {
 type OutBlock = { type: 'text'; text: string } | { type: 'thinking'; thinking: string; signature: string } | { type: 'redacted_thinking'; data: string } | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
 
 /** What the mock model "says": deterministic, derived from the conversation. */
-export function plan(body: any): { content: OutBlock[]; stop_reason: string; stop_sequence: string | null } { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function plan(body: any): { content: OutBlock[]; stop_reason: string; stop_sequence: string | null } {  
   const msgs = body.messages;
   const last = msgs[msgs.length - 1];
-  const lastUser = [...msgs].reverse().find((m: any) => m.role === 'user' && textOf(m.content)) ?? last; // eslint-disable-line @typescript-eslint/no-explicit-any
+  const lastUser = [...msgs].reverse().find((m: any) => m.role === 'user' && textOf(m.content)) ?? last;  
   const userText = textOf(lastUser.content);
-  const blocks: any[] = Array.isArray(last.content) ? last.content : []; // eslint-disable-line @typescript-eslint/no-explicit-any
+  const blocks: any[] = Array.isArray(last.content) ? last.content : [];  
   const toolResults = last.role === 'user' ? blocks.filter((b) => b.type === 'tool_result') : [];
   const content: OutBlock[] = [];
   if (body.thinking?.type === 'enabled') {
@@ -310,12 +310,12 @@ export function plan(body: any): { content: OutBlock[]; stop_reason: string; sto
     content.push({ type: 'thinking', thinking, signature: signThinking(thinking) });
     if (/redact/i.test(userText)) content.push({ type: 'redacted_thinking', data: REDACTED_DATA });
   }
-  const custom = (body.tools ?? []).filter((t: any) => t.type !== 'web_search_20250305'); // eslint-disable-line @typescript-eslint/no-explicit-any
+  const custom = (body.tools ?? []).filter((t: any) => t.type !== 'web_search_20250305');  
   const tc = body.tool_choice;
   const forced = tc?.type === 'tool' ? tc.name : undefined;
   const wantsTool = /weather|use the tool/i.test(userText);
   if (custom.length && tc?.type !== 'none' && last.role === 'user' && !toolResults.length && (forced || tc?.type === 'any' || wantsTool)) {
-    const pick = forced ? custom.find((t: any) => t.name === forced) : wantsTool ? custom[0] : custom[custom.length - 1]; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const pick = forced ? custom.find((t: any) => t.name === forced) : wantsTool ? custom[0] : custom[custom.length - 1];  
     if (!forced && tc?.type !== 'any') content.push({ type: 'text', text: "I'll look that up." });
     const cities = /paris and london/i.test(userText) && !tc?.disable_parallel_tool_use ? ['Paris', 'London'] : ['Paris'];
     for (const city of cities) content.push({ type: 'tool_use', id: toolId(), name: pick.name, input: sample(pick.input_schema, '', userText, city) as Record<string, unknown> });
@@ -327,8 +327,8 @@ export function plan(body: any): { content: OutBlock[]; stop_reason: string; sto
   if (toolResults.length) text = `Echo: tool said ${toolResults.map((b) => (typeof b.content === 'string' ? b.content : textOf(b.content))).join('; ')}`;
   else if (/JSON object/.test(system)) text = JSON.stringify({ answer: userText });
   else {
-    const images = (Array.isArray(lastUser.content) ? lastUser.content : []).filter((b: any) => b.type === 'image'); // eslint-disable-line @typescript-eslint/no-explicit-any
-    text = `Echo: ${userText}` + images.map((b: any) => (b.source.type === 'url' ? ` [image url ${b.source.url}]` : ` [image ${b.source.media_type} ${Buffer.from(b.source.data, 'base64').length} bytes]`)).join(''); // eslint-disable-line @typescript-eslint/no-explicit-any
+    const images = (Array.isArray(lastUser.content) ? lastUser.content : []).filter((b: any) => b.type === 'image');  
+    text = `Echo: ${userText}` + images.map((b: any) => (b.source.type === 'url' ? ` [image url ${b.source.url}]` : ` [image ${b.source.media_type} ${Buffer.from(b.source.data, 'base64').length} bytes]`)).join('');  
   }
   let stop_reason = 'end_turn';
   let stop_sequence: string | null = null;
@@ -351,9 +351,9 @@ export function plan(body: any): { content: OutBlock[]; stop_reason: string; sto
 }
 
 /** Units of the prompt in cache-prefix order (tools -> system -> messages), with their breakpoints. */
-function promptUnits(body: any): { text: string; breakpoint: boolean }[] { // eslint-disable-line @typescript-eslint/no-explicit-any
+function promptUnits(body: any): { text: string; breakpoint: boolean }[] {  
   const units: { text: string; breakpoint: boolean }[] = [];
-  const add = (b: any) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const add = (b: any) => {  
     const { cache_control, ...rest } = b;
     units.push({ text: JSON.stringify(rest), breakpoint: !!cache_control });
   };
@@ -367,7 +367,7 @@ function promptUnits(body: any): { text: string; breakpoint: boolean }[] { // es
   return units;
 }
 
-function usageFor(body: any, content: OutBlock[], cache: Map<string, number>) { // eslint-disable-line @typescript-eslint/no-explicit-any
+function usageFor(body: any, content: OutBlock[], cache: Map<string, number>) {  
   const units = promptUnits(body);
   const total = units.reduce((n, u) => n + tokens(u.text), 0);
   let read = 0;

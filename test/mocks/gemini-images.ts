@@ -19,7 +19,7 @@ import type { Handler, Recorded, Reply } from './server.js';
 import { startGeminiMock, geminiError, validateGenerate, checkSpec, field, DEFAULT_GEMINI_MODELS, type GeminiMock, type GeminiMockOptions, type Spec, type MockState } from './gemini.js';
 import { makeImage, MIME, type ImageFormat } from './openai-images.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+ 
 
 export const GEMINI_IMAGE_MODELS = ['gemini-2.5-flash-image', 'gemini-3-pro-image-preview'];
 export const IMAGEN_MODELS = ['imagen-4.0-generate-001', 'imagen-4.0-fast-generate-001', 'imagen-4.0-ultra-generate-001'];

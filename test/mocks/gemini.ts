@@ -26,7 +26,7 @@
 import { randomBytes } from 'node:crypto';
 import { startMock, type Handler, type MockServer, type Recorded, type Reply } from './server.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+ 
 
 export const GEMINI_KEY = 'AIzaSy-test-gemini-0123456789abcdef';
 export const DEFAULT_GEMINI_MODELS = [

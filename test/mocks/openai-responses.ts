@@ -51,7 +51,7 @@ const obf = () => randomBytes(4).toString('base64url').slice(0, 2 + Math.floor(M
 
 export interface StoredMockResponse {
   id: string;
-  items: any[]; // eslint-disable-line @typescript-eslint/no-explicit-any
+  items: any[];  
 }
 
 export interface ResponsesMock {
@@ -62,7 +62,7 @@ export interface ResponsesMock {
   reasoningIds: Set<string>;
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+ 
 
 function validateItem(it: any, i: number, callIds: Set<string>, mock: ResponsesMock): Reply | undefined {
   const at = `input[${i}]`;

@@ -10,7 +10,7 @@ export interface Recorded {
   path: string;
   query: URLSearchParams;
   headers: http.IncomingHttpHeaders;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  body: any;  
   raw: string;
   /** Set when the client (the gateway) closed the connection before the response ended. */
   aborted: boolean;
@@ -71,7 +71,7 @@ export async function startMock(handler: Handler): Promise<MockServer> {
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks).toString('utf8');
     const u = new URL(req.url ?? '/', 'http://mock');
-    let body: unknown = undefined;
+    let body: unknown;
     try {
       body = raw ? JSON.parse(raw) : undefined;
     } catch {
