@@ -7,7 +7,6 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { parseSSE, type SSEEvent } from '../src/sse.js';
 import type { ChatChunk, ChatRequest } from '../src/types.js';
@@ -16,10 +15,11 @@ import { anthropicChunks } from '../plugins/anthropic/stream.js';
 import { fromAnthropic, mapUsage } from '../plugins/anthropic/response.js';
 import { toAnthropic, type ResponsePlan } from '../plugins/anthropic/request.js';
 import { anthropicError } from '../plugins/anthropic/errors.js';
+import { sharedFixtures } from './helpers/fixtures.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Any = any;
-const DIR = path.resolve(fileURLToPath(new URL('../../../shared/fixtures/anthropic', import.meta.url)));
+const { dir: DIR, skip: noRecordings } = sharedFixtures('anthropic');
 const read = (f: string) => fs.readFileSync(path.join(DIR, f), 'utf8');
 const plan: ResponsePlan = { includeUsage: true };
 
@@ -35,8 +35,8 @@ const joined = (chunks: ChatChunk[], f: (d: Any) => string | undefined) => chunk
 const finish = (chunks: ChatChunk[]) => chunks.filter((c) => c.choices[0]?.finish_reason).map((c) => c.choices[0].finish_reason);
 const model = { id: 'anthropic/claude-sonnet-4', capabilities: { thinking: true }, max_output_tokens: 64000 } as unknown as ModelConfig;
 
-if (!fs.existsSync(DIR)) {
-  t.test('Anthropic conformance replay', { skip: `shared fixtures not found at ${DIR}: the replay needs /work/shared/fixtures/anthropic (recorded traffic, not shipped with the project)` }, async () => {});
+if (noRecordings) {
+  t.test('Anthropic conformance replay', { skip: noRecordings }, async () => {});
 } else {
   t.test('every *.chunks.txt recording replays to a well-formed chunk sequence', async (t) => {
     const files = fs.readdirSync(DIR).filter((f) => f.endsWith('.chunks.txt'));

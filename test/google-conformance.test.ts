@@ -9,7 +9,6 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { parseSSE, type SSEEvent } from '../src/sse.js';
 import type { ChatChunk, ChatMessage, ChatRequest } from '../src/types.js';
@@ -19,10 +18,11 @@ import { toCompletion } from '../plugins/google/response.js';
 import { toGemini } from '../plugins/google/request.js';
 import { geminiError } from '../plugins/google/errors.js';
 import { checkSpec, SPEC } from './mocks/gemini.js';
+import { sharedFixtures } from './helpers/fixtures.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Any = any;
-const DIR = path.resolve(fileURLToPath(new URL('../../../shared/fixtures/gemini', import.meta.url)));
+const { dir: DIR, skip: noRecordings } = sharedFixtures('gemini');
 const read = (f: string) => fs.readFileSync(path.join(DIR, f), 'utf8');
 const model = { id: 'google/gemini-2.5-flash', capabilities: { thinking: true }, max_output_tokens: 65536 } as unknown as ModelConfig;
 
@@ -100,8 +100,8 @@ async function cassetteEvents(body: string): Promise<SSEEvent[]> {
   return out;
 }
 
-if (!fs.existsSync(DIR)) {
-  t.test('Gemini conformance replay', { skip: `shared fixtures not found at ${DIR}: the replay needs /work/shared/fixtures/gemini (recorded traffic, not shipped with the project)` }, async () => {});
+if (noRecordings) {
+  t.test('Gemini conformance replay', { skip: noRecordings }, async () => {});
 } else {
   t.test('every *.chunks.txt recording replays to a well-formed chunk sequence', async (t) => {
     const files = fs.readdirSync(DIR).filter((f) => f.endsWith('.chunks.txt'));

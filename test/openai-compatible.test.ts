@@ -5,10 +5,10 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { startMock, sse, type Reply } from './mocks/server.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
+import { sharedFixtures } from './helpers/fixtures.js';
 
 const base = { object: 'chat.completion.chunk', created: 0, model: 'upstream-m' };
 const frame = (id: string, delta: object, finish: string | null = null, extra: object = {}) => sse({ id, ...base, choices: [{ index: 0, delta, finish_reason: finish }], ...extra });
@@ -149,8 +149,9 @@ t.test('non-stream: message.reasoning and empty tool ids fixed', async (t) => {
   t.match(r.choices[0].message.tool_calls[0].id, /^call_/);
 });
 
-const recorded = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../shared/fixtures/openai-compatible/anthropic-fallback-tool-call.sse');
-const noFixture = fs.existsSync(recorded) ? false : `shared fixtures not found at ${recorded} (a fresh clone has none): recorded-stream replay skipped`;
+const RECORDING = 'anthropic-fallback-tool-call.sse';
+const { dir: recordings, skip: noFixture } = sharedFixtures('openai-compatible', RECORDING);
+const recorded = path.join(recordings, RECORDING);
 t.test('conformance: the recorded compatible stream replays through the mapper', { skip: noFixture }, async (t) => {
   const file = recorded;
   const { openAIChunks } = await import('../plugins/openai/stream.js');

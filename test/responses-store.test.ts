@@ -7,7 +7,6 @@ import { mkdtempSync, mkdirSync, rmSync, existsSync, readFileSync, readdirSync }
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { openSqliteResponseStore, type StoredResponse } from '../src/store/responses.js';
 import {
@@ -29,9 +28,10 @@ import { GatewayError } from '../src/errors.js';
 import { TransportError } from '../src/upstream.js';
 import { midStreamError } from '../src/api/common.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
+import { sharedFixtures } from './helpers/fixtures.js';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+ 
 type Any = any;
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mgw-responses-'));
@@ -502,8 +502,7 @@ t.test('truncation units and fitting', async (t) => {
 });
 
 // Recorded OpenAI streams (read at run time; never copied into the project).
-const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../shared/fixtures/openai-responses');
-const skip = existsSync(fixtures) ? false : `shared fixtures not found at ${fixtures}: the replay needs /work/shared/fixtures/openai-responses (recorded traffic, not shipped with the project)`;
+const { dir: fixtures, skip } = sharedFixtures('openai-responses');
 t.test('conformance: recorded OpenAI Responses streams pass through intact', { skip }, async (t) => {
   const files = readdirSync(fixtures).filter((f) => f.endsWith('.chunks.txt'));
   t.ok(files.length >= 3);
