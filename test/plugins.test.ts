@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
-import { startGateway, openAIConfig, CLIENT_KEY } from './helpers/gateway.js';
+import { startGateway, openAIConfig, CLIENT_KEY, until } from './helpers/gateway.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const examplePath = path.resolve(here, '../plugins/example/max-tokens-cap.js');
@@ -108,7 +108,8 @@ t.test('a plugin that logs the request headers still leaks no key', async (t) =>
   t.teardown(() => gw.close());
   const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
   await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }] }, { headers: { 'x-api-key': 'sk-other-secret-123456' } });
-  await new Promise((r) => setTimeout(r, 50));
+  // The access-log line (with the plugin's ctx.log.headers) is written on response close.
+  await until(() => gw.logs.some((l) => l.headers && l.request_id));
   const all = gw.rawLogs.join('');
   t.match(all, /"authorization":"\[redacted\]"/, 'the header is there, redacted');
   t.notOk(all.includes(CLIENT_KEY), 'no client key');

@@ -13,7 +13,7 @@ import { createResponsesMock } from './mocks/openai-responses.js';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
 import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
 import { sse, type Handler } from './mocks/server.js';
-import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
+import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
 
  
 type Any = any;
@@ -655,7 +655,7 @@ t.test('native streams are stored too; native_fields reach OpenAI; usage in the 
   t.equal(next.previous_response_id, id);
 
   await client.responses.create({ model: 'compat/llama', input: 'count me' }, { headers: { 'x-request-id': 'resp-usage-1', 'x-gateway-user-id': 'u-9' } });
-  await new Promise((r) => setTimeout(r, 50));
+  await until(() => gw.logs.some((l) => l.request_id === 'resp-usage-1'));
   const line = gw.logs.find((l) => l.request_id === 'resp-usage-1');
   t.match(line, { path: '/v1/responses', status: 200, model: 'compat/llama', provider: 'compat', user_id: 'u-9', usage: { input: Number, output: Number, total: Number } });
 
