@@ -90,10 +90,10 @@ export interface BenchOptions {
 }
 
 /**
- * The gateway's profile in a --cpu-prof directory: the newest. `start`
- * re-executes itself once to apply its node flags (src/node-flags.ts), and the
- * process it replaced writes a profile of its own start-up first; so do the
- * gateways started only to time start-up.
+ * The gateway's profile in a --cpu-prof directory: the newest. When
+ * `server.node_flags` names flags, `start` re-executes itself once to apply
+ * them (src/node-flags.ts), and the process it replaced writes a profile of
+ * its own start-up first; so do the gateways started only to time start-up.
  */
 export function servingProfile(dir: string): string | undefined {
   return readdirSync(dir)

@@ -1,7 +1,8 @@
 // Node and V8 flags: which ones the gateway starts with (server.node_flags
-// and the defaults the operator left alone), and the one-time re-execution
-// that applies them. Kept free of the gateway's other modules, so that
-// `start` can re-execute itself before it loads them.
+// and the defaults the operator left alone), the one-time re-execution that
+// applies the operator's flags, and the command line cluster workers start
+// with. Kept free of the gateway's other modules, so that `start` can
+// re-execute itself before it loads them.
 import cluster from 'node:cluster';
 import os from 'node:os';
 
@@ -52,9 +53,11 @@ export function relaunchWithNodeFlags(flags: readonly string[]): string[] {
 export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
 
 /**
- * Node/V8 flags the gateway starts with unless the operator decides otherwise.
- * V8 sizes its heap only when a process starts, so `start` applies these with
- * the same one-time re-execution as `server.node_flags`.
+ * Node/V8 flags the gateway's cluster workers start with unless the operator
+ * decides otherwise. V8 sizes its heap only when a process starts: a worker is
+ * started with them (its execArgv), so no process re-executes itself for a
+ * default; a single-process gateway (workers: 1) runs without them unless
+ * they are named in `server.node_flags`.
  *
  * `--max-semi-space-size=32`: on a host with 4 GiB of memory or more, V8 lets
  * the young generation grow to 2 × 64 MB, and any sustained load grows it there
@@ -106,12 +109,16 @@ export function defaultFlagsToSet(defaults: readonly string[], nodeFlags: readon
 }
 
 /**
- * Start with `server.node_flags` and the START_NODE_FLAGS the operator left
- * alone (where they apply: startDefaults): re-execute once if this process
- * lacks any. Returns the flags of `nodeFlags` this process still lacks (it
- * could not re-execute); a default that could not be applied only goes
- * missing from the ready line.
+ * Start with `server.node_flags`: re-execute once if this process lacks any
+ * of them. Only flags the operator asked for cause a re-execution (a default
+ * never does: see workerExecArgv). Returns the flags this process still lacks
+ * (it could not re-execute).
  */
 export function applyStartFlags(nodeFlags: readonly string[]): string[] {
-  return relaunchWithNodeFlags([...nodeFlags, ...defaultFlagsToSet(startDefaults(), nodeFlags)]).filter((f) => nodeFlags.includes(f));
+  return relaunchWithNodeFlags(nodeFlags);
+}
+
+/** The command line a cluster worker starts with: this process's flags plus the START_NODE_FLAGS the operator left alone, where they apply. */
+export function workerExecArgv(nodeFlags: readonly string[], execArgv: readonly string[] = process.execArgv, memory = heapSizingMemory()): string[] {
+  return [...execArgv, ...defaultFlagsToSet(startDefaults(memory), nodeFlags, execArgv)];
 }

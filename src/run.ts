@@ -15,7 +15,7 @@ import type { GatewayConfig } from './config/load.js';
 import type { BuiltinRegistry } from './pipeline.js';
 import { createGateway, type EndpointSpec } from './server.js';
 import { createLogger } from './log.js';
-import { defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS } from './node-flags.js';
+import { defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS, workerExecArgv } from './node-flags.js';
 
 /** Set RUNTIME_V8_FLAGS (those the operator left alone) on this process; returns the flags set. */
 export function applyRuntimeV8Flags(nodeFlags: readonly string[]): string[] {
@@ -82,6 +82,8 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
     });
   };
 
+  // Workers get the default young-generation cap on their command line: no process re-executes itself for a default.
+  cluster.setupPrimary({ execArgv: workerExecArgv(config.server.node_flags) });
   logger.info({ pid: process.pid, workers: count, port: config.server.port }, 'model-gateway primary: starting workers');
   logger.flush();
   for (let i = 0; i < count; i++) fork();

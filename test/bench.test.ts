@@ -37,8 +37,8 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
     only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy'],
-    // --profile: the summary must be the serving process's (start re-executes itself once
-    // on a host with 4 GiB or more, and the process it replaced leaves a start-up-only profile).
+    // --profile: the summary must be the serving process's (the gateways started only to
+    // time start-up, or replaced by a re-execution, leave start-up-only profiles).
     profile: true,
     outDir: out,
     print: false,

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, relaunchWithNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS, startDefaults } from '../src/node-flags.js';
+import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, relaunchWithNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS, startDefaults, workerExecArgv } from '../src/node-flags.js';
 import { peekNodeFlags } from '../src/config/load.js';
 import { startMock, sse } from './mocks/server.js';
 
@@ -180,7 +180,7 @@ t.test('model-gateway start: /healthz, then SIGTERM lets the in-flight stream fi
   const h = await fetch(`http://127.0.0.1:${port}/healthz`);
   t.equal(h.status, 200);
   if (os.availableParallelism() > 1) t.match(out, /"workers":\d+[^\n]*primary: starting workers/, 'no server.workers: one worker per core');
-  t.match(out, new RegExp(`"node_flags":${JSON.stringify(startDefaults()).replace(/[[\]]/g, '\\$&')}[^\\n]*"msg":"model-gateway ready"`), 'no server.node_flags: the default young-generation cap where it applies, added by the one re-exec and inherited by the workers');
+  t.match(out, new RegExp(`"node_flags":${JSON.stringify(startDefaults()).replace(/[[\]]/g, '\\$&')}[^\\n]*"msg":"model-gateway ready"`), 'no server.node_flags: each worker starts with the default young-generation cap where it applies');
   t.match(out, /"v8_flags":\["--no-allocation-site-pretenuring"\][^\n]*"msg":"model-gateway ready"/, 'the runtime V8 flags set by default, listed in the ready line');
   const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
@@ -224,6 +224,10 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   for (const other of ['--min-semi-space-size=64', '--max-heap-size=4096', '--scavenger-max-new-space-capacity-mb=8'])
     t.same(defaultFlagsToSet(START_NODE_FLAGS, [], [], other), [], `${other} in NODE_OPTIONS sizes the young generation too: no default beside it`);
   t.same(defaultFlagsToSet(START_NODE_FLAGS, ['--max-old-space-size=900'], ['--stack-trace-limit=7'], ''), ['--max-semi-space-size=32'], 'flags that do not size the young generation leave the default in place');
+  t.same(workerExecArgv([], ['--stack-trace-limit=7'], 24 * 2 ** 30), ['--stack-trace-limit=7', '--max-semi-space-size=32'], "a worker starts with the primary's flags and the default cap");
+  t.same(workerExecArgv([], ['--max-semi-space-size=64'], 24 * 2 ** 30), ['--max-semi-space-size=64'], 'the primary sized the young generation: the worker keeps that');
+  t.same(workerExecArgv(['--max-semi-space-size=16'], [], 24 * 2 ** 30), [], 'server.node_flags sizing it: the default is left out (the workers inherit the re-executed primary\'s flags)');
+  t.same(workerExecArgv([], [], 2 * 2 ** 30), [], 'no default where V8 already picks 32 MB or less');
   // A process that cannot re-execute (here: one that already did) reports the configured flags it lacks, never a default.
   const was = process.env.MODEL_GATEWAY_RELAUNCHED;
   process.env.MODEL_GATEWAY_RELAUNCHED = '1';
@@ -287,6 +291,25 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   const exited = new Promise((r) => child.on('exit', (code) => r(code)));
   child.kill('SIGTERM');
   t.equal(await exited, 0);
+
+  // One process and no server.node_flags: nothing to re-execute for (a default never causes one).
+  fs.writeFileSync(file, `server:\n  workers: 1\nproviders: []\nmodels: []\n`);
+  const single = spawn(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1', NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => single.kill('SIGKILL'));
+  let singleOut = '';
+  const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    single.stdout.on('data', (c) => {
+      singleOut += c;
+      const l = singleOut.split('\n').find((x) => x.includes('"model-gateway ready"'));
+      if (l) resolve(JSON.parse(l));
+    });
+    single.on('exit', (code) => reject(new Error(`exited ${code}: ${singleOut}`)));
+  });
+  t.same(ready.node_flags, [], 'started as it was: no default flag, so no re-execution');
+  t.equal(ready.pid, single.pid);
+  const singleExit = new Promise((r) => single.on('exit', (code) => r(code)));
+  single.kill('SIGTERM');
+  t.equal(await singleExit, 0);
 
   fs.writeFileSync(file, `server:\n  workers: 1\n  node_flags: ['--no-such-flag-anywhere']\nproviders: []\nmodels: []\n`);
   const bad = spawnSync(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1' }, encoding: 'utf8', timeout: 20_000 });
