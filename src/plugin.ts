@@ -125,6 +125,18 @@ export type NativeOutcome =
   | { kind: 'json'; body: Record<string, unknown> }
   | { kind: 'stream'; events: AsyncIterable<{ event?: string; data: Record<string, unknown> }> };
 
+/**
+ * A request to count, in the forms the ingress has it. `chat` is the chat IR
+ * (with `model` set to the deployment's model); an ingress that is the same
+ * API as a provider also passes its own body (model patched), which a plugin
+ * serving that API forwards as it is.
+ */
+export interface CountRequest {
+  chat?: ChatRequest;
+  /** A Responses API body (POST /v1/responses/input_tokens fields only). */
+  responses?: Record<string, unknown>;
+}
+
 export interface ProviderPlugin {
   kind: 'provider';
   name: string;
@@ -134,6 +146,16 @@ export interface ProviderPlugin {
   /** Native Responses API (same-API fast path); other families are served via chat. */
   responses?(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome>;
   images?(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome>;
+  /**
+   * The input tokens the request would use, counted by the provider's own
+   * counting endpoint (POST /v1/responses/input_tokens, Anthropic's
+   * /v1/messages/count_tokens, Gemini's :countTokens). Resolve `null` when
+   * this family, or the form the request comes in, has no provider count:
+   * the core then counts locally (src/count.ts). Throw as `chat` does: a
+   * provider 400 goes back to the client; any other failure falls back to
+   * the local count.
+   */
+  countTokens?(call: ProviderCall<CountRequest>): Promise<number | null>;
   close?(): void | Promise<void>;
 }
 

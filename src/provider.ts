@@ -478,3 +478,9 @@ export function statusType(status: number): string {
   if (status === 429) return 'rate_limit_error';
   return 'api_error';
 }
+
+/** A token count from a provider's counting endpoint; anything but a whole number is an unusable answer. */
+export function tokenCount(n: unknown): number {
+  if (typeof n === 'number' && Number.isInteger(n) && n >= 0) return n;
+  throw unparseable('the provider answered its token count without a count');
+}

@@ -269,9 +269,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
   app.use(router.routes());
   app.use(async (kctx, next) => {
-    // Known path, wrong method.
+    // Known path, wrong method: a fixed path only. A path that only matches a
+    // pattern (/v1/responses/{id}) under another method names nothing this
+    // method serves (POST /v1/responses/foo is not a misspelt GET): 404.
     await next();
-    if (kctx.status === 404 && kctx.body === undefined && router.match(kctx.path, 'GET').path.length + router.match(kctx.path, 'POST').path.length > 0) {
+    if (kctx.status === 404 && kctx.body === undefined && router.match(kctx.path, kctx.method).path.some((layer) => layer.paramNames.length === 0)) {
       throw new GatewayError(405, 'invalid_request_error', `Method ${kctx.method} is not allowed on ${kctx.path}.`, { code: 'method_not_allowed' });
     }
   });

@@ -496,9 +496,9 @@ t.test('truncation units and fitting', async (t) => {
     { type: 'message', role: 'assistant', content: 'b' },
   ];
   t.same(unitsOf(items), [0, 1, 1, 1, 1, 1, 2], 'parallel calls, their outputs and the reasoning before them form one unit');
-  const none = await fitContext(items, { modelId: 'm', truncation: 'disabled', exact: false });
+  const none = await fitContext(items, { modelId: 'm', truncation: 'disabled' });
   t.equal(none.changed, false, 'no context_window: nothing measured');
-  await t.rejects(fitContext([{ type: 'message', role: 'user', content: 'x'.repeat(400) }], { modelId: 'm', contextWindow: 50, truncation: 'disabled', exact: true }), GatewayError);
+  await t.rejects(fitContext([{ type: 'message', role: 'user', content: 'x'.repeat(400) }], { modelId: 'm', contextWindow: 50, truncation: 'disabled', tokenizer: 'o200k_base' }), GatewayError);
 });
 
 // Recorded OpenAI streams (read at run time; never copied into the project).

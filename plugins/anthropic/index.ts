@@ -4,7 +4,7 @@
 // (response.ts, stream.ts); errors keep their HTTP status (errors.ts).
 import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../src/types.js';
-import { upstreamJson, upstreamEvents, joinUrl } from '../../src/provider.js';
+import { upstreamJson, upstreamEvents, joinUrl, tokenCount } from '../../src/provider.js';
 import { toAnthropic } from './request.js';
 import { fromAnthropic } from './response.js';
 import { anthropicChunks } from './stream.js';
@@ -26,6 +26,13 @@ function headers(call: ProviderCall<unknown>): Record<string, string> {
 export function messagesUrl(base: string): string {
   return joinUrl(base.replace(/\/v1\/?$/, ''), '/v1/messages');
 }
+
+/**
+ * The fields POST /v1/messages/count_tokens takes
+ * (https://docs.anthropic.com/en/api/messages-count-tokens): the prompt, not
+ * the generation settings (`max_tokens`, `temperature`... are refused there).
+ */
+const COUNT_FIELDS = ['model', 'messages', 'system', 'tools', 'tool_choice', 'thinking'] as const;
 
 /**
  * Anthropic has no `n`: make n requests at once and merge their choices
@@ -81,6 +88,15 @@ export default function anthropic(): ProviderPlugin {
       const o = { url: messagesUrl(call.provider.base_url), headers: headers(call), body, mapError: anthropicError };
       if (call.stream) return { kind: 'stream', chunks: anthropicChunks(await upstreamEvents(call, o), plan) };
       return { kind: 'json', body: fromAnthropic(await upstreamJson<MessagesResponse>(call, o), plan) };
+    },
+    async countTokens(call) {
+      const chat = call.request.chat;
+      if (!chat) return null;
+      const { body } = toAnthropic(chat, call.model, call.note, false);
+      const count: Record<string, unknown> = {};
+      for (const f of COUNT_FIELDS) if (body[f] !== undefined) count[f] = body[f];
+      const url = messagesUrl(call.provider.base_url) + '/count_tokens';
+      return tokenCount((await upstreamJson<{ input_tokens?: unknown }>(call, { url, headers: headers(call), body: count, mapError: anthropicError })).input_tokens);
     },
   };
 }

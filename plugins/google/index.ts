@@ -7,7 +7,7 @@
 // too, but URLs end up in logs and traces).
 import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../src/plugin.js';
 import type { ChatRequest } from '../../src/types.js';
-import { upstreamJson, upstreamEvents, UpstreamError } from '../../src/provider.js';
+import { upstreamJson, upstreamEvents, UpstreamError, tokenCount } from '../../src/provider.js';
 import type { GenerateContentRequest, GenerateContentResponse } from './wire.js';
 import { toGemini } from './request.js';
 import { toCompletion } from './response.js';
@@ -63,6 +63,24 @@ export default function google(): ProviderPlugin {
     families: { google: GOOGLE_FAMILY },
     // POST /v1/images/generations: Gemini image models and Imagen (images.ts).
     images: geminiImages,
+    // models/{model}:countTokens (https://ai.google.dev/api/tokens). Its body is
+    // `{contents}` or `{generateContentRequest}`, never the generate request's
+    // own top-level fields: the whole request (systemInstruction, tools,
+    // generationConfig) is counted only inside generateContentRequest, which
+    // names its model as `models/{model}`.
+    async countTokens(call) {
+      const chat = call.request.chat;
+      if (!chat) return null;
+      const { body } = toGemini(chat, { model: call.model, note: call.note });
+      const model = chat.model.replace(/^models\//, '');
+      const url = `${apiBase(call.provider.base_url)}/models/${modelPath(model)}:countTokens`;
+      try {
+        const res = await upstreamJson<{ totalTokens?: unknown }>(call, { url, headers: googleHeaders(call), body: { generateContentRequest: { model: `models/${model}`, ...body } }, mapError: geminiError });
+        return tokenCount(res.totalTokens ?? 0);
+      } catch (err) {
+        throw reclassify(err);
+      }
+    },
     async chat(call: ProviderCall<ChatRequest>): Promise<ChatOutcome> {
       const plan = toGemini(call.request, { model: call.model, note: call.note });
       const base = apiBase(call.provider.base_url);

@@ -4,8 +4,9 @@
 // patched (the same-API fast path).
 import type { ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome } from '../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../src/types.js';
-import { upstreamJson, upstreamEvents, openAIStyleError, joinUrl, jsonEvents, RESPONSES_TERMINAL } from '../../src/provider.js';
+import { upstreamJson, upstreamEvents, openAIStyleError, joinUrl, jsonEvents, tokenCount, RESPONSES_TERMINAL } from '../../src/provider.js';
 import { toOpenAIChat } from './request.js';
+import { countBody, countBodyFromChat } from './count.js';
 import { openAIChunks, fixCompletion } from './stream.js';
 
 function headers(call: ProviderCall<unknown>): Record<string, string> {
@@ -17,7 +18,7 @@ export default function openai(): ProviderPlugin {
     kind: 'provider',
     name: 'openai',
     families: {
-      openai: { defaultBaseUrl: 'https://api.openai.com/v1', env: { apiKey: 'OPENAI_API_KEY', baseUrl: 'OPENAI_BASE_URL' } },
+      openai: { defaultBaseUrl: 'https://api.openai.com/v1', env: { apiKey: 'OPENAI_API_KEY', baseUrl: 'OPENAI_BASE_URL' }, tokenizer: 'o200k_base' },
       // vLLM, Ollama, Groq... speak Chat Completions: Responses requests to them are translated to chat.
       'openai-compatible': { native: [] },
     },
@@ -31,6 +32,16 @@ export default function openai(): ProviderPlugin {
       const o = { url: joinUrl(call.provider.base_url, '/responses'), headers: headers(call), body: call.request, mapError: openAIStyleError };
       if (call.stream) return { kind: 'stream', events: jsonEvents(await upstreamEvents(call, o), (type) => RESPONSES_TERMINAL.has(type)) };
       return { kind: 'json', body: await upstreamJson(call, o) };
+    },
+    // POST /responses/input_tokens. OpenAI-compatible servers have no counting
+    // endpoint in common (vLLM's /tokenize is its own): the core counts locally.
+    async countTokens(call) {
+      if (call.provider.family !== 'openai') return null;
+      const { chat, responses } = call.request;
+      const body = responses ? countBody(responses) : chat ? countBodyFromChat(chat) : undefined;
+      if (!body) return null;
+      const o = { url: joinUrl(call.provider.base_url, '/responses/input_tokens'), headers: headers(call), body, mapError: openAIStyleError };
+      return tokenCount((await upstreamJson<{ input_tokens?: unknown }>(call, o)).input_tokens);
     },
     async images(call): Promise<NativeOutcome> {
       const o = { url: joinUrl(call.provider.base_url, '/images/generations'), headers: headers(call), body: call.request, mapError: openAIStyleError };

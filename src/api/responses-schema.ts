@@ -188,25 +188,54 @@ const Metadata = v.pipe(
   v.check((m) => Object.keys(m).length <= 16, 'must have at most 16 pairs'),
 );
 
+const Input = v.union([str(), v.pipe(v.array(InputItem, 'must be a string or an array of input items'), v.minLength(1, 'must contain at least one item'))], 'must be a string or an array of input items');
+
+// The fields POST /v1/responses/input_tokens shares with POST /v1/responses
+// (https://platform.openai.com/docs/api-reference/responses/input-tokens), and the gateway extensions.
+const countFields = {
+  model: nonEmpty(),
+  instructions: v.optional(v.nullable(str())),
+  tools: v.optional(v.nullable(v.array(Tool, 'must be an array of tools'))),
+  tool_choice: v.optional(v.nullable(ToolChoice)),
+  parallel_tool_calls: v.optional(v.nullable(bool())),
+  text: v.optional(v.nullable(Text)),
+  reasoning: v.optional(v.nullable(ReasoningOptions)),
+  previous_response_id: v.optional(v.nullable(nonEmpty())),
+  truncation: v.optional(v.nullable(oneOf(['auto', 'disabled'] as const))),
+  conversation: v.optional(v.custom<never>(() => false, "the Conversations API is not supported by the gateway: use 'previous_response_id'")),
+  native_fields: v.optional(v.record(v.string(), v.unknown(), 'must be an object')),
+  extra: v.optional(Extra),
+  fallbacks: v.optional(Fallbacks),
+  debug: v.optional(DebugList),
+};
+
+type WithTools = { tool_choice?: unknown; tools?: unknown[] | null };
+/** `tool_choice` naming a function must name one of `tools`. */
+const toolChoiceInTools = <T extends WithTools>() =>
+  v.forward<T, v.CheckIssue<T>, ['tool_choice']>(
+    v.check<T, string>((b) => {
+      const tc = b.tool_choice as { name?: string; function?: { name: string } } | string | null | undefined;
+      if (!tc || typeof tc === 'string') return true;
+      const name = tc.name ?? tc.function?.name;
+      return !!b.tools?.some((t) => functionToolName(t as Record<string, unknown>) === name);
+    }, "'tool_choice' names a function that is not in 'tools'"),
+    ['tool_choice'] as never,
+  );
+
+/** POST /v1/responses/input_tokens: `input` may be left out (a conversation continued by `previous_response_id`). */
+export const ResponsesCountBody = v.pipe(v.looseObject({ ...countFields, input: v.optional(v.nullable(Input)) }), toolChoiceInTools());
+
 export const ResponsesBody = v.pipe(
   v.looseObject({
-    model: nonEmpty(),
-    input: v.union([str(), v.pipe(v.array(InputItem, 'must be a string or an array of input items'), v.minLength(1, 'must contain at least one item'))], 'must be a string or an array of input items'),
-    instructions: v.optional(v.nullable(str())),
+    ...countFields,
+    input: Input,
     temperature: v.optional(v.nullable(num(0, 2))),
     top_p: v.optional(v.nullable(num(0, 1))),
     max_output_tokens: v.optional(v.nullable(int(1, 10_000_000))),
     stop: v.optional(v.nullable(Stop)),
     stream: v.optional(v.nullable(bool())),
     stream_options: v.optional(v.nullable(v.looseObject({ include_obfuscation: v.optional(bool()) }))),
-    tools: v.optional(v.nullable(v.array(Tool, 'must be an array of tools'))),
-    tool_choice: v.optional(v.nullable(ToolChoice)),
-    parallel_tool_calls: v.optional(v.nullable(bool())),
-    text: v.optional(v.nullable(Text)),
-    reasoning: v.optional(v.nullable(ReasoningOptions)),
-    previous_response_id: v.optional(v.nullable(nonEmpty())),
     store: v.optional(v.nullable(bool())),
-    truncation: v.optional(v.nullable(oneOf(['auto', 'disabled'] as const))),
     metadata: v.optional(v.nullable(Metadata)),
     user: v.optional(v.nullable(str())),
     include: v.optional(v.nullable(v.array(str(), 'must be an array of strings'))),
@@ -214,25 +243,12 @@ export const ResponsesBody = v.pipe(
     max_tool_calls: v.optional(v.nullable(int(1, 1_000))),
     service_tier: v.optional(v.nullable(oneOf(['auto', 'default', 'flex', 'priority'] as const))),
     background: v.optional(v.nullable(v.custom<boolean>((x) => x === false, 'background mode is not supported by the gateway: omit it or send false'))),
-    conversation: v.optional(v.custom<never>(() => false, "the Conversations API is not supported by the gateway: use 'previous_response_id'")),
-    native_fields: v.optional(v.record(v.string(), v.unknown(), 'must be an object')),
-    extra: v.optional(Extra),
-    fallbacks: v.optional(Fallbacks),
-    debug: v.optional(DebugList),
   }),
   v.forward(
     v.check((b) => !(b.stream_options && !b.stream), "'stream_options' is only allowed when 'stream' is true"),
     ['stream_options'],
   ),
-  v.forward(
-    v.check((b) => {
-      const tc = b.tool_choice as { name?: string; function?: { name: string } } | string | null | undefined;
-      if (!tc || typeof tc === 'string') return true;
-      const name = tc.name ?? tc.function?.name;
-      return !!b.tools?.some((t) => functionToolName(t as Record<string, unknown>) === name);
-    }, "'tool_choice' names a function that is not in 'tools'"),
-    ['tool_choice'],
-  ),
+  toolChoiceInTools(),
 );
 
 export function functionToolName(t: Record<string, unknown>): string | undefined {

@@ -1,14 +1,9 @@
 // `truncation` for POST /v1/responses (spec 4.1 and 7): measure the input
 // against the target model's catalog `context_window` before any upstream call.
 //
-// - OpenAI-family targets are counted with the o200k_base encoding
-//   (gpt-tokenizer), the encoding of GPT-4o, GPT-4.1, GPT-5 and the o-series.
-// - Other families publish no tokenizer; their count is an estimate: one token
-//   per 4 characters, rounded up, per text.
-// Each item adds a small framing overhead (role and separators: 4 tokens, as
-// in OpenAI's chat format), and an image a fixed cost (85 tokens at
-// detail 'low', 765 otherwise: OpenAI's cost of one 512-px tile plus base for
-// a 1024-px image, a fair middle for other providers too).
+// Counting (src/tokens.ts): o200k_base for a family whose plugin declares that
+// tokenizer, an estimate of one token per 4 characters otherwise; each item
+// adds a framing overhead, an image and a file a fixed cost.
 //
 // `disabled` (the default): too long is a 400 `context_length_exceeded`.
 // `auto`: items are dropped from the middle of the conversation (never the
@@ -17,26 +12,8 @@
 // the input plus `max_output_tokens` fits.
 import type { NormalizationEntry } from '../types.js';
 import { errors } from '../errors.js';
+import { ITEM_OVERHEAD, IMAGE_TOKENS, FILE_TOKENS, counterFor, type Counter } from '../tokens.js';
 import type { Item, Part } from './responses-map.js';
-
-export const ITEM_OVERHEAD = 4;
-export const IMAGE_TOKENS = { low: 85, other: 765 } as const;
-/** A file part (PDF...) is priced per page by providers; without parsing it, a flat estimate. */
-export const FILE_TOKENS = 1_500;
-
-type Counter = (text: string) => number;
-
-export const estimateTokens: Counter = (text) => Math.ceil(text.length / 4);
-
-let o200k: Counter | undefined;
-/** The o200k_base counter, loaded on first use (its table is large and most requests never need it). */
-async function exactCounter(): Promise<Counter> {
-  if (!o200k) {
-    const mod = await import('gpt-tokenizer/encoding/o200k_base');
-    o200k = (text) => (text ? mod.countTokens(text) : 0);
-  }
-  return o200k;
-}
 
 /** An upper bound that needs no tokenizer: a BPE token is at least one UTF-8 byte. */
 const byteBound: Counter = (text) => Buffer.byteLength(text, 'utf8');
@@ -113,8 +90,8 @@ export interface FitOptions {
   contextWindow?: number;
   maxOutputTokens?: number | null;
   truncation: 'auto' | 'disabled';
-  /** Count with o200k_base (OpenAI family); otherwise estimate. */
-  exact: boolean;
+  /** The target family's tokenizer (FamilyDefaults.tokenizer); an estimate without one. */
+  tokenizer?: string;
   instructions?: string | null;
   tools?: unknown[] | null;
 }
@@ -123,6 +100,18 @@ export interface FitResult {
   items: Item[];
   changed: boolean;
   note?: NormalizationEntry;
+}
+
+/** What every request carries besides its items: the instructions (a system message) and the tool definitions. */
+function fixedCost(o: { instructions?: string | null; tools?: unknown[] | null }, count: Counter): number {
+  return count((o.instructions ?? '') + (o.tools?.length ? JSON.stringify(o.tools) : '')) + (o.instructions ? ITEM_OVERHEAD : 0);
+}
+
+/** The input tokens of a Responses request counted locally: its items, instructions and tools. */
+export function countItems(items: Item[], o: { instructions?: string | null; tools?: unknown[] | null }, count: Counter): number {
+  let n = fixedCost(o, count);
+  for (const it of items) n += itemCost(it, count);
+  return n;
 }
 
 function tooLong(tokens: number, o: FitOptions, after: string): never {
@@ -139,17 +128,12 @@ export async function fitContext(items: Item[], o: FitOptions): Promise<FitResul
   if (!window) return { items, changed: false };
   const reserve = o.truncation === 'auto' ? (o.maxOutputTokens ?? 0) : 0;
   const limit = window - reserve;
-  const fixedText = (o.instructions ?? '') + (o.tools?.length ? JSON.stringify(o.tools) : '');
-
   // Fast path: most inputs are far below the window even counted in bytes.
-  let bound = byteBound(fixedText) + (o.instructions ? ITEM_OVERHEAD : 0);
-  for (const it of items) bound += itemCost(it, byteBound);
-  if (bound <= limit) return { items, changed: false };
+  if (countItems(items, o, byteBound) <= limit) return { items, changed: false };
 
-  const count = o.exact ? await exactCounter() : estimateTokens;
-  const fixed = count(fixedText) + (o.instructions ? ITEM_OVERHEAD : 0);
+  const count = await counterFor(o.tokenizer);
   const costs = items.map((it) => itemCost(it, count));
-  let total = fixed + costs.reduce((a, b) => a + b, 0);
+  let total = fixedCost(o, count) + costs.reduce((a, b) => a + b, 0);
   if (total <= limit) return { items, changed: false };
   if (o.truncation !== 'auto') tooLong(total, o, '');
 

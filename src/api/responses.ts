@@ -24,7 +24,7 @@ import { validate } from '../validate.js';
 import { errors, GatewayError } from '../errors.js';
 import { sseFrame } from '../sse.js';
 import { servedModel, runFinalizers, midStreamError } from './common.js';
-import { ResponsesBody } from './responses-schema.js';
+import { ResponsesBody, ResponsesCountBody } from './responses-schema.js';
 import {
   normalizeInput,
   toChatRequest,
@@ -39,7 +39,8 @@ import {
   type Where,
 } from './responses-map.js';
 import { chatToResponseEvents, nativeResponseEvents, responseFrames, type StreamHooks } from './responses-stream.js';
-import { fitContext } from './responses-truncate.js';
+import { fitContext, countItems } from './responses-truncate.js';
+import { countInputTokens } from '../count.js';
 import { openSqliteResponseStore, type ResponseStore } from '../store/responses.js';
 
 export function validateResponses(raw: unknown, ctx: RequestContext): Record<string, unknown> {
@@ -128,6 +129,56 @@ async function resolveReferences(items: Item[], owner: string, store: () => Resp
   });
 }
 
+/** This turn's items (references resolved) and the stored history before them, with where each came from. */
+async function conversation(ctx: RequestContext, body: ResponsesRequest, owner: string, holder: StoreHolder, store?: ResponseStore) {
+  const given = body.input == null ? [] : normalizeInput(body.input);
+  const fresh = await resolveReferences(given, owner, () => store ?? holder.get(ctx));
+  // A same-API target gets the referenced items themselves, as it gets a replayed history.
+  const referenced = fresh !== given;
+  const history = body.previous_response_id ? await loadHistory(store ?? holder.get(ctx), body.previous_response_id, owner) : [];
+  const items = history.length ? [...history, ...fresh] : fresh;
+  // Error messages name the client's field: input[i] for this turn's items.
+  const origin = new Map<Item, number>(items.map((it, i) => [it, i]));
+  const whereIn =
+    (list: Item[]): Where =>
+    (i) => {
+      const at = origin.get(list[i]) ?? i;
+      return at < history.length ? 'previous_response_id' : `input[${at - history.length}]`;
+    };
+  return { fresh, referenced, history, items, whereIn };
+}
+
+/**
+ * POST /v1/responses/input_tokens: the input tokens a POST /v1/responses with
+ * this body would use on the model (the conversation of `previous_response_id`
+ * included, and with `truncation: 'auto'` what truncation would keep).
+ * Same-API targets count through the provider's own endpoint with the body
+ * they would get; others count the chat request they would get (src/count.ts).
+ */
+async function countResponseTokens(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, holder: StoreHolder): Promise<void> {
+  const body = ctx.body as ResponsesRequest;
+  const { referenced, history, items, whereIn } = await conversation(ctx, body, ownerOf(ctx), holder);
+  if (!items.length) throw errors.invalid("Missing required parameter: 'input'.", 'input', 'missing_required_parameter');
+  const normalize = body.extra?.normalize !== false;
+  const { input_tokens } = await countInputTokens(ctx, core, pipeline, async (attempt, plugin) => {
+    const model = attempt.target.model;
+    const tokenizer = plugin.families[attempt.provider.family]?.tokenizer;
+    const fit =
+      body.truncation === 'auto'
+        ? await fitContext(items, { modelId: model.id, contextWindow: model.context_window, truncation: 'auto', tokenizer, instructions: body.instructions, tools: body.tools })
+        : { items, changed: false };
+    if (servesResponsesNatively(plugin, attempt.provider.family)) {
+      const nb = toNativeBody(body, { upstreamModel: attempt.deployment.model, model, items: history.length || fit.changed || referenced ? fit.items : undefined, normalize });
+      return { responses: nb.body, local: (count) => countItems(fit.items, body, count) };
+    }
+    const { request } = toChatRequest(body, fit.items, { model, stream: false, where: whereIn(fit.items) });
+    return { chat: { ...request, model: attempt.deployment.model } };
+  });
+  const out: Record<string, unknown> = { object: 'response.input_tokens', input_tokens };
+  runFinalizers(ctx, out);
+  ctx.outcome = { kind: 'json', body: out };
+}
+
 type Result =
   | { kind: 'native-json'; body: Record<string, unknown> }
   | { kind: 'native-stream'; events: AsyncGenerator<{ event?: string; data: Record<string, unknown> }> }
@@ -139,20 +190,7 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
   const owner = ownerOf(ctx);
   const wantsStore = body.store !== false;
   const store = wantsStore || body.previous_response_id ? holder.get(ctx) : undefined;
-  const given = normalizeInput(body.input);
-  const fresh = await resolveReferences(given, owner, () => store ?? holder.get(ctx));
-  // A same-API target gets the referenced items themselves, as it gets a replayed history.
-  const referenced = fresh !== given;
-  const history = body.previous_response_id ? await loadHistory(store!, body.previous_response_id, owner) : [];
-  const items = history.length ? [...history, ...fresh] : fresh;
-  // Error messages name the client's field: input[i] for this turn's items.
-  const origin = new Map<Item, number>(items.map((it, i) => [it, i]));
-  const whereIn =
-    (list: Item[]): Where =>
-    (i) => {
-      const at = origin.get(list[i]) ?? i;
-      return at < history.length ? 'previous_response_id' : `input[${at - history.length}]`;
-    };
+  const { fresh, referenced, history, items, whereIn } = await conversation(ctx, body, owner, holder, store);
   const stream = !!body.stream;
   const normalize = body.extra?.normalize !== false;
   const echo = responseEcho(body);
@@ -169,7 +207,7 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
       contextWindow: model.context_window,
       maxOutputTokens: body.max_output_tokens,
       truncation: body.truncation ?? 'disabled',
-      exact: servesResponsesNatively(plugin, attempt.provider.family),
+      tokenizer: plugin.families[attempt.provider.family]?.tokenizer,
       instructions: body.instructions,
       tools: body.tools,
     });
@@ -269,6 +307,13 @@ export function responsesEndpoints(): EndpointSpec[] {
   const holder = new StoreHolder();
   const noBody = () => ({});
   return [
+    {
+      endpoint: 'responses',
+      method: 'POST',
+      path: '/v1/responses/input_tokens',
+      validate: (raw) => validate(ResponsesCountBody, raw) as Record<string, unknown>,
+      terminal: (ctx, core, pipeline) => countResponseTokens(ctx, core, pipeline, holder),
+    },
     {
       endpoint: 'responses',
       method: 'POST',

@@ -38,6 +38,12 @@ export interface FamilyDefaults {
    * the other endpoints translated to chat where the gateway can.
    */
   native?: readonly Endpoint[];
+  /**
+   * The tokenizer of this family's models, when the gateway has it
+   * (`o200k_base`): local token counts (truncation, input-token counts the
+   * provider cannot make) are then exact; otherwise they are estimates.
+   */
+  tokenizer?: 'o200k_base';
 }
 
 export interface ClientKey {

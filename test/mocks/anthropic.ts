@@ -1,4 +1,5 @@
-// A strict mock of Anthropic's Messages API (POST /v1/messages). It validates
+// A strict mock of Anthropic's Messages API (POST /v1/messages, and
+// POST /v1/messages/count_tokens, which takes the prompt fields only). It validates
 // requests the way the real API does (shared/fixtures/WIRE-FORMATS.md section
 // 4 and the docs it cites), so a translation bug in the gateway fails a test:
 // x-api-key and anthropic-version headers, max_tokens required, roles
@@ -32,6 +33,8 @@ export const signThinking = (thinking: string) => createHmac('sha256', SIGNING_K
 const REDACTED_DATA = 'EmwKAhgBEgy' + createHmac('sha256', SIGNING_KEY).update('redacted').digest('base64');
 
 const TOP_LEVEL = new Set(['model', 'messages', 'max_tokens', 'system', 'metadata', 'stop_sequences', 'stream', 'temperature', 'top_p', 'top_k', 'tools', 'tool_choice', 'thinking', 'service_tier']);
+/** POST /v1/messages/count_tokens takes the prompt only (https://docs.anthropic.com/en/api/messages-count-tokens). */
+const COUNT_TOP_LEVEL = new Set(['model', 'messages', 'system', 'tools', 'tool_choice', 'thinking', 'mcp_servers']);
 const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
 const DOCS = 'Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking';
 
@@ -85,14 +88,18 @@ function checkImage(b: Record<string, any>, at: string): number {
   return checkCacheControl(b.cache_control, at);
 }
 
-/** Validates one request body; throws Invalid with Anthropic's wording. Returns the number of cache breakpoints. */
-export function validateMessages(body: any): void {  
+/**
+ * Validates one request body; throws Invalid with Anthropic's wording. With
+ * `count`, the body of POST /v1/messages/count_tokens: the same prompt, and
+ * no generation settings (`max_tokens`, `stream`, `temperature`... are extra inputs there).
+ */
+export function validateMessages(body: any, count = false): void {
   if (!isObj(body)) throw new Invalid('There was an issue with your request body: expected a JSON object');
-  for (const k of Object.keys(body)) if (!TOP_LEVEL.has(k)) throw new Invalid(`${k}: Extra inputs are not permitted`);
+  for (const k of Object.keys(body)) if (!(count ? COUNT_TOP_LEVEL : TOP_LEVEL).has(k)) throw new Invalid(`${k}: Extra inputs are not permitted`);
   if (typeof body.model !== 'string') throw new Invalid('model: Field required');
   if (!(body.model in ANTHROPIC_MODELS)) throw new Invalid(`model: ${body.model}`, 404, 'not_found_error');
-  if (body.max_tokens === undefined) throw new Invalid('max_tokens: Field required');
-  if (!Number.isInteger(body.max_tokens) || body.max_tokens < 1) throw new Invalid('max_tokens: Input should be greater than or equal to 1');
+  if (!count && body.max_tokens === undefined) throw new Invalid('max_tokens: Field required');
+  if (!count && (!Number.isInteger(body.max_tokens) || body.max_tokens < 1)) throw new Invalid('max_tokens: Input should be greater than or equal to 1');
   if (body.stream !== undefined && typeof body.stream !== 'boolean') throw new Invalid('stream: Input should be a valid boolean');
   if (body.temperature !== undefined && (typeof body.temperature !== 'number' || body.temperature < 0 || body.temperature > 1))
     throw new Invalid(`temperature: Input should be ${typeof body.temperature === 'number' && body.temperature < 0 ? 'greater than or equal to 0' : 'less than or equal to 1'}`);
@@ -157,7 +164,7 @@ export function validateMessages(body: any): void {
       only(th, ['type', 'budget_tokens'], 'thinking.enabled');
       if (!Number.isInteger(th.budget_tokens)) throw new Invalid('thinking.enabled.budget_tokens: Field required');
       if (th.budget_tokens < 1024) throw new Invalid('thinking.enabled.budget_tokens: Input should be greater than or equal to 1024');
-      if (body.max_tokens <= th.budget_tokens) throw new Invalid(`\`max_tokens\` must be greater than \`thinking.budget_tokens\`. ${DOCS}#max-tokens-and-context-window-size`);
+      if (!count && body.max_tokens <= th.budget_tokens) throw new Invalid(`\`max_tokens\` must be greater than \`thinking.budget_tokens\`. ${DOCS}#max-tokens-and-context-window-size`);
       thinkingOn = true;
       if (body.temperature !== undefined && body.temperature !== 1) throw new Invalid(`\`temperature\` may only be set to 1 when thinking is enabled. ${DOCS}#feature-compatibility`);
       if (body.top_k !== undefined) throw new Invalid(`\`top_k\` must be unset when thinking is enabled. ${DOCS}#feature-compatibility`);
@@ -367,9 +374,14 @@ function promptUnits(body: any): { text: string; breakpoint: boolean }[] {
   return units;
 }
 
-function usageFor(body: any, content: OutBlock[], cache: Map<string, number>) {  
+/** The prompt's tokens (tools, system, messages), as the mock's model counts them. */
+export function promptTokens(body: any): number {
+  return promptUnits(body).reduce((n, u) => n + tokens(u.text), 0);
+}
+
+function usageFor(body: any, content: OutBlock[], cache: Map<string, number>) {
   const units = promptUnits(body);
-  const total = units.reduce((n, u) => n + tokens(u.text), 0);
+  const total = promptTokens(body);
   let read = 0;
   let created = 0;
   let running = 0;
@@ -464,15 +476,18 @@ export async function startAnthropicMock(opts: { key?: string } = {}): Promise<A
     if (req.headers['x-api-key'] !== key) return anthropicErrorReply(401, 'authentication_error', 'invalid x-api-key');
     if (!req.headers['anthropic-version']) return anthropicErrorReply(400, 'invalid_request_error', 'anthropic-version: header is required');
     if (!['2023-06-01', '2023-01-01'].includes(String(req.headers['anthropic-version']))) return anthropicErrorReply(400, 'invalid_request_error', 'anthropic-version: invalid version');
-    if (req.method !== 'POST' || req.path !== '/v1/messages') return anthropicErrorReply(404, 'not_found_error', 'Not Found');
+    const counting = req.path === '/v1/messages/count_tokens';
+    if (req.method !== 'POST' || (req.path !== '/v1/messages' && !counting)) return anthropicErrorReply(404, 'not_found_error', 'Not Found');
     if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) return anthropicErrorReply(400, 'invalid_request_error', 'content-type: must be application/json');
     try {
-      validateMessages(req.body);
+      validateMessages(req.body, counting);
     } catch (e) {
       if (e instanceof Invalid) return anthropicErrorReply(e.status, e.type, e.message);
       throw e;
     }
     const body = req.body;
+    // The count is the prompt's size as usage would report it, before any cache read.
+    if (counting) return { status: 200, headers: { 'request-id': 'req_' + randomBytes(12).toString('hex') }, json: { input_tokens: promptTokens(body) } };
     const served = ANTHROPIC_MODELS[body.model];
     const p = plan(body);
     const usage = usageFor(body, p.content, cache);

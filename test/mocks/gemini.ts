@@ -15,7 +15,10 @@
 //   skip sentinel), and Gemini 3 wants one on function-call history of the
 //   current turn;
 // - cachedContents: create (minimum size, ttl), get, delete; a generate call
-//   that names one must not set systemInstruction, tools or toolConfig.
+//   that names one must not set systemInstruction, tools or toolConfig;
+// - models/{model}:countTokens takes `{contents}` or `{generateContentRequest}`
+//   (with its own `model: "models/{model}"`), never both, and none of the
+//   generate request's top-level fields (systemInstruction there is unknown).
 // It answers in the recorded formats (shared/fixtures/gemini: JSON bodies,
 // SSE with \r\n\r\n separators and no terminator, cumulative usageMetadata,
 // thoughtSignature placement of Gemini 2.5 and 3).
@@ -639,6 +642,31 @@ export interface GeminiMock extends MockServer {
 }
 
 const GENERATE = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+const COUNT = /^\/v1beta\/models\/([^/:]+):countTokens$/;
+
+/** POST models/{model}:countTokens (https://ai.google.dev/api/tokens#method:-models.counttokens). */
+function countTokens(body: any, model: string, state: MockState, models: Set<string>): Reply {
+  if (!models.has(model)) return geminiError(404, 'NOT_FOUND', `models/${model} is not found for API version v1beta, or is not supported for countTokens. Call ListModels to see the list of available models and their supported methods.`);
+  const shape = checkSpec(body, obj('CountTokensRequest', { model: 'string', contents: arr(Content), generateContentRequest: 'struct' }), '');
+  if (shape) return shape;
+  const contents = field(body, 'contents');
+  const gcr = field(body, 'generateContentRequest');
+  if (contents && gcr) return invalid('contents and generate_content_request are mutually exclusive. You can either send Model + Contents or a generate_content_request, but never both.');
+  if (!gcr) {
+    if (!Array.isArray(contents) || !contents.length) return invalid('* CountTokensRequest.contents: contents is not specified\n', 'contents');
+    const err = checkContents(contents, state, model);
+    if (err) return err;
+    const n = estimateTokens(contents);
+    return { status: 200, json: { totalTokens: n, promptTokensDetails: [{ modality: 'TEXT', tokenCount: n }] } };
+  }
+  const named = field(gcr, 'model');
+  if (typeof named !== 'string' || !named.startsWith('models/'))
+    return invalid('* CountTokensRequest.generate_content_request.model: model must be of the form models/{model}\n', 'generate_content_request.model');
+  const { error, cache } = validateGenerate(gcr, named.slice(7), state, models);
+  if (error) return error;
+  const n = estimateTokens([field(gcr, 'contents'), field(gcr, 'systemInstruction'), field(gcr, 'tools')]) + (cache?.tokens ?? 0);
+  return { status: 200, json: { totalTokens: n, ...(cache ? { cachedContentTokenCount: cache.tokens } : {}), promptTokensDetails: [{ modality: 'TEXT', tokenCount: n }] } };
+}
 
 export async function startGeminiMock(opts: GeminiMockOptions = {}): Promise<GeminiMock> {
   const key = opts.key ?? GEMINI_KEY;
@@ -669,6 +697,8 @@ export async function startGeminiMock(opts: GeminiMockOptions = {}): Promise<Gem
       }
       return { status: 200, headers: { 'content-disposition': 'attachment' }, sse: frames };
     }
+    const ct = COUNT.exec(req.path);
+    if (ct && req.method === 'POST') return countTokens(req.body, decodeURIComponent(ct[1]), state, models);
     if (req.path === '/v1beta/cachedContents' && req.method === 'POST') return createCache(req.body, state, models, opts.minCacheTokens);
     const cm = /^\/v1beta\/(cachedContents\/[^/]+)$/.exec(req.path);
     if (cm) {

@@ -18,6 +18,8 @@ const PARAMS = new Set([
   'parallel_tool_calls', 'text', 'reasoning', 'previous_response_id', 'store', 'truncation', 'metadata', 'user', 'include', 'background',
   'service_tier', 'prompt_cache_key', 'prompt_cache_retention', 'safety_identifier', 'max_tool_calls', 'top_logprobs', 'conversation', 'prompt',
 ]);
+/** POST /v1/responses/input_tokens takes the prompt only (https://platform.openai.com/docs/api-reference/responses/input-tokens). */
+const COUNT_PARAMS = new Set(['model', 'input', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'text', 'reasoning', 'truncation', 'previous_response_id', 'conversation', 'personality']);
 const INCLUDE = new Set([
   'reasoning.encrypted_content', 'message.output_text.logprobs', 'web_search_call.action.sources', 'web_search_call.results',
   'code_interpreter_call.outputs', 'computer_call_output.output.image_url', 'file_search_call.results', 'message.input_image.image_url',
@@ -56,6 +58,8 @@ export interface StoredMockResponse {
 
 export interface ResponsesMock {
   handler: Handler;
+  /** POST /v1/responses/input_tokens: validates as the create endpoint does, with the counting endpoint's fields. */
+  countHandler: Handler;
   /** Responses this mock created and stored (store !== false), by id. */
   stored: Map<string, StoredMockResponse>;
   /** Reasoning item ids this mock created. */
@@ -108,12 +112,12 @@ function validateItem(it: any, i: number, callIds: Set<string>, mock: ResponsesM
   }
 }
 
-function validate(body: any, models: Set<string>, mock: ResponsesMock): Reply | undefined {
+function validate(body: any, models: Set<string>, mock: ResponsesMock, counting = false): Reply | undefined {
   if (!body || typeof body !== 'object') return bad('We could not parse the JSON body of your request.', null, null);
-  for (const k of Object.keys(body)) if (!PARAMS.has(k)) return unknownParam(k);
+  for (const k of Object.keys(body)) if (!(counting ? COUNT_PARAMS : PARAMS).has(k)) return unknownParam(k);
   if (typeof body.model !== 'string') return missing('model');
   if (!models.has(body.model)) return bad(`The requested model '${body.model}' does not exist.`, 'model', 'model_not_found');
-  if (body.input === undefined) return missing('input');
+  if (body.input === undefined && !counting) return missing('input');
   if (body.stream_options != null && !body.stream) return bad("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options', null);
   if (body.max_output_tokens != null && body.max_output_tokens < 16)
     return bad(`Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got ${body.max_output_tokens} instead.`, 'max_output_tokens', 'integer_below_min_value');
@@ -144,7 +148,7 @@ function validate(body: any, models: Set<string>, mock: ResponsesMock): Reply | 
   }
   const callIds = new Set<string>();
   if (body.previous_response_id) for (const it of mock.stored.get(body.previous_response_id)!.items) if (it.type === 'function_call') callIds.add(it.call_id);
-  if (typeof body.input !== 'string') {
+  if (typeof body.input !== 'string' && body.input != null) {
     if (!Array.isArray(body.input)) return bad("Invalid type for 'input': expected one of a string or array of input items.", 'input', 'invalid_type');
     for (const [i, it] of body.input.entries()) {
       const r = validateItem(it, i, callIds, mock);
@@ -185,7 +189,17 @@ function plan(body: any, items: any[]) {
 
 export function createResponsesMock(opts: { models?: string[] } = {}): ResponsesMock {
   const models = new Set(opts.models ?? DEFAULT_OPENAI_MODELS);
-  const mock: ResponsesMock = { stored: new Map(), reasoningIds: new Set(), handler: undefined as unknown as Handler };
+  const mock: ResponsesMock = { stored: new Map(), reasoningIds: new Set(), handler: undefined as unknown as Handler, countHandler: undefined as unknown as Handler };
+  mock.countHandler = (req: Recorded): Reply => {
+    if (req.method !== 'POST') return bad(`Invalid URL (${req.method} ${req.path})`, null, null, 404);
+    const body = req.body;
+    const invalid = validate(body, models, mock, true);
+    if (invalid) return invalid;
+    const input: any[] = body.input == null ? [] : typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : body.input;
+    const history = body.previous_response_id ? mock.stored.get(body.previous_response_id)!.items : [];
+    const n = JSON.stringify([body.instructions ?? '', body.tools ?? [], ...history, ...input]).length >> 2;
+    return { status: 200, headers: { 'x-request-id': `req_${hex(16)}` }, json: { object: 'response.input_tokens', input_tokens: n } };
+  };
   mock.handler = (req: Recorded): Reply => {
     if (req.method !== 'POST') return bad(`Invalid URL (${req.method} ${req.path})`, null, null, 404);
     const body = req.body;
