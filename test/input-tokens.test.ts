@@ -16,7 +16,6 @@ import { startGateway, until, CLIENT_KEY } from './helpers/gateway.js';
 import { countBodyFromChat } from '../plugins/openai/count.js';
 import { countChatTokens, estimateTokens } from '../src/tokens.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
 type Any = any;
 
 const OTHER_KEY = 'gw-test-other-client-key-987654';
