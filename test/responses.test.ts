@@ -562,7 +562,8 @@ t.test('a stream that breaks mid-way ends with an error event then response.fail
     t.same(types.slice(-2), ['error', 'response.failed'], `${model}: error then response.failed`);
     t.notOk(types.includes('response.completed'));
     t.match(events.at(-2)!.data, { code: 'upstream_stream_error', message: /stream broke/ });
-    t.match(events.at(-1)!.data.response, { status: 'failed', model, error: { code: 'upstream_stream_error' } });
+    // The response's error code is one OpenAI's schema allows; the gateway's detail is in the message.
+    t.match(events.at(-1)!.data.response, { status: 'failed', model, error: { code: 'server_error', message: /stream broke.*\(upstream_stream_error\)/ } });
     const e: Any = await client.responses.retrieve(events.at(-1)!.data.response.id).catch((x) => x);
     t.equal(e.status, 404, 'a failed response is not stored');
     // The SDK's stream helper rejects with the error event, as it does with OpenAI's own.
@@ -572,6 +573,32 @@ t.test('a stream that breaks mid-way ends with an error event then response.fail
     t.match(err, { type: 'error', code: 'upstream_stream_error' });
   }
 });
+
+t.test("response.failed carries an error code from OpenAI's schema, the provider's own in the message", async (t) => {
+  // A provider's mid-stream rate limit, overload and refusal of the prompt.
+  const cases: [string, () => void, string, RegExp][] = [
+    ['google/gemini-2.5-flash', () => gem.failStream({ afterEvents: 1, error: { code: 429, message: 'Resource has been exhausted (e.g. check quota).', status: 'RESOURCE_EXHAUSTED' } }), 'rate_limit_exceeded', /exhausted/],
+    ['anthropic/claude-sonnet-4-5', () => anth.streamError({ afterEvents: 3, type: 'overloaded_error', message: 'Overloaded' }), 'server_error', /Overloaded/],
+    ['anthropic/claude-sonnet-4-5', () => anth.streamError({ afterEvents: 3, type: 'invalid_request_error', message: 'Output blocked by content filtering policy' }), 'invalid_prompt', /content filtering/],
+  ];
+  for (const [model, fail, code, message] of cases) {
+    fail();
+    const s = client.responses.stream({ model, input: 'tell me a long story about the sea' });
+    const seen: Any[] = [];
+    s.on('event', (e) => seen.push(e));
+    const err: Any = await s.finalResponse().catch((x) => x);
+    t.equal(err?.type, 'error', `${model}: the SDK raises the error event`);
+    const failed = seen.find((e) => e.type === 'response.failed') ?? (await rawFailed(model, fail));
+    t.match(failed.response.error, { code, message }, `${model}: ${code}`);
+  }
+});
+
+/** The response.failed event of a raw stream (the SDK stops at the error event before it). */
+async function rawFailed(model: string, fail: () => void): Promise<Any> {
+  fail();
+  const events = await rawEvents({ model, input: 'tell me a long story about the sea' });
+  return events.at(-1)!.data;
+}
 
 t.test('fallbacks across families, stop via chat on OpenAI, and debug on the terminal event', async (t) => {
   compat.fail({ status: 503 });

@@ -441,6 +441,31 @@ export function responseEcho(body: ResponsesRequest): ResponseEcho {
   };
 }
 
+/**
+ * The codes OpenAI's schema allows for a response's `error.code`
+ * (ResponseError in the OpenAPI spec; the openai SDK's `ResponseError`).
+ */
+export const RESPONSE_ERROR_CODES: ReadonlySet<string> = new Set([
+  'server_error', 'rate_limit_exceeded', 'invalid_prompt', 'data_residency_mismatch', 'bio_policy', 'vector_store_timeout',
+  'invalid_image', 'invalid_image_format', 'invalid_base64_image', 'invalid_image_url', 'image_too_large', 'image_too_small',
+  'image_parse_error', 'image_content_policy_violation', 'invalid_image_mode', 'image_file_too_large',
+  'unsupported_image_media_type', 'empty_image_file', 'failed_to_download_image', 'image_file_not_found',
+]);
+
+/**
+ * A failure as a response object's `error`: a code the schema allows (a rate
+ * limit, a prompt the provider refused, anything else a server error), with
+ * the gateway's or the provider's own code kept in the message. The `error`
+ * event before `response.failed` carries the envelope as it is (its code is
+ * free-form there).
+ */
+export function responseError(err: { code?: string | null; type?: string; message: string }): { code: string; message: string } {
+  if (err.code && RESPONSE_ERROR_CODES.has(err.code)) return { code: err.code, message: err.message };
+  const code = err.type === 'rate_limit_error' ? 'rate_limit_exceeded' : err.type === 'invalid_request_error' ? 'invalid_prompt' : 'server_error';
+  const detail = err.code ?? err.type;
+  return { code, message: detail && detail !== code ? `${err.message} (${detail})` : err.message };
+}
+
 /** A response object in OpenAI's field order. */
 export function responseShell(
   echo: ResponseEcho,

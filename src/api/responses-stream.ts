@@ -26,6 +26,7 @@ import {
   reasoningItem,
   outputTextPart,
   fillUsage,
+  responseError,
   type Item,
   type Part,
   type ResponseEcho,
@@ -48,10 +49,6 @@ export interface StreamInit {
   created_at: number;
   model: string;
   echo: ResponseEcho;
-}
-
-function failure(err: ErrorBody): { code: string; message: string } {
-  return { code: err.code ?? err.type ?? 'api_error', message: err.message };
 }
 
 /**
@@ -247,7 +244,7 @@ class ChatStreamTranslator {
   }
 
   failed(err: ErrorBody): { response: ResponseObject; events: (response: ResponseObject) => ResponseEvent[] } {
-    const response = this.shell('failed', { output: this.output.filter(Boolean), usage: usageFromChat(this.usage), error: failure(err) });
+    const response = this.shell('failed', { output: this.output.filter(Boolean), usage: usageFromChat(this.usage), error: responseError(err) });
     return {
       response,
       events: (r) => [this.ev('error', { code: err.code, message: err.message, param: err.param }), this.ev('response.failed', { response: r })],
@@ -417,7 +414,7 @@ export class NativeResponseEvents extends BatchIterator<ResponseEvent> {
   private fail(err: unknown): ResponseEvent[] {
     this.close();
     const e = this.hooks.errorBody(err);
-    const response = { ...(this.snapshot ?? {}), model: this.init.model, status: 'failed', error: failure(e), output: this.done.filter(Boolean) } as unknown as ResponseObject;
+    const response = { ...(this.snapshot ?? {}), model: this.init.model, status: 'failed', error: responseError(e), output: this.done.filter(Boolean) } as unknown as ResponseObject;
     this.hooks.fail(response);
     return [
       { type: 'error', sequence_number: ++this.seq, code: e.code, message: e.message, param: e.param },
