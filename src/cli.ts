@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 // may re-execute itself with its Node flags, and does it before it loads the
 // rest of the gateway (the plugins, the server) so that the process it
 // replaces has loaded as little as possible.
-import { loadConfigFile, peekNodeFlags, ConfigError, type GatewayConfig } from './config/load.js';
+import { peekNodeFlags, ConfigError, type GatewayConfig, type FamilyDefaults } from './config/load.js';
 import { applyStartFlags } from './node-flags.js';
 import type { EndpointSpec } from './server.js';
 import type { BuiltinRegistry } from './pipeline.js';
@@ -15,12 +15,14 @@ const USAGE = `usage: model-gateway <command>
   check [file]     validate a gateway.yaml (default: $GATEWAY_CONFIG or ./gateway.yaml); exit 1 listing every problem
   schema           print the JSON Schema of gateway.yaml`;
 
-export function familiesOf(registry: BuiltinRegistry) {
+export function familiesOf(registry: BuiltinRegistry): Record<string, FamilyDefaults> {
   return Object.assign({}, ...registry.providers.map((p) => p.families));
 }
 
-export function loadFor(registry: BuiltinRegistry, file: string): GatewayConfig {
-  return loadConfigFile(file, { families: familiesOf(registry) });
+/** Load a gateway.yaml and the plugin modules it names (their provider families are checked with the rest). */
+export async function loadFor(registry: BuiltinRegistry, file: string): Promise<{ config: GatewayConfig; registry: BuiltinRegistry }> {
+  const { loadGatewayConfig } = await import('./pipeline.js');
+  return loadGatewayConfig(file, registry);
 }
 
 async function registry(): Promise<BuiltinRegistry> {
@@ -34,15 +36,15 @@ export async function main(argv: string[]): Promise<void> {
   if (cmd === 'check') {
     const { loadPipeline, PluginError } = await import('./pipeline.js');
     try {
-      const reg = await registry();
-      const cfg = loadFor(reg, file);
+      const { config: cfg, registry: reg } = await loadFor(await registry(), file);
       // Load the pipeline too: a bad plugin path or order is a config problem.
       const { createLogger } = await import('./log.js');
-      await loadPipeline(cfg, reg, createLogger('silent'));
+      const pipeline = await loadPipeline(cfg, reg, createLogger('silent'));
+      await pipeline.close();
       process.stdout.write(`${file}: OK (${cfg.providers.size} providers, ${cfg.models.size} models, ${cfg.keys.length} keys)\n`);
     } catch (err) {
       if (err instanceof ConfigError || err instanceof PluginError) {
-        process.stderr.write(err.message + '\n');
+        process.stderr.write((err instanceof PluginError ? `${file}: ${err.code}: ` : '') + err.message + '\n');
         process.exitCode = 1;
         return;
       }
@@ -67,13 +69,14 @@ async function start(file: string): Promise<void> {
   // A file that fails the schema is reported by the full load below, by this process.
   const early = peekNodeFlags(file);
   const earlyLacking = early ? applyStartFlags(early) : undefined;
-  const reg = await registry();
   let config: GatewayConfig;
+  let reg: BuiltinRegistry;
   try {
-    config = loadFor(reg, file);
+    ({ config, registry: reg } = await loadFor(await registry(), file));
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(err.message + '\n');
+    const { PluginError } = await import('./pipeline.js');
+    if (err instanceof ConfigError || err instanceof PluginError) {
+      process.stderr.write((err instanceof PluginError ? `${file}: ${err.code}: ` : '') + err.message + '\n');
       process.exit(1);
     }
     throw err;

@@ -55,13 +55,26 @@ export function regionOf(d: DeploymentConfig, p: ProviderConfig): string {
   return d.region ?? p.region;
 }
 
-function pickDeployment(ctx: RequestContext, target: Target, health: Health): { deployment: DeploymentConfig; provider: ProviderConfig } {
+/**
+ * The deployment of a target to try: among those whose provider has
+ * credentials (the others are recorded as skipped, so that one shipped
+ * gateway.yaml works with whichever credentials an operator has), in order or
+ * by weight, avoiding one in cool-down. Undefined when none has credentials.
+ */
+function pickDeployment(ctx: RequestContext, target: Target, health: Health): { deployment: DeploymentConfig; provider: ProviderConfig } | undefined {
   const m = target.model;
   if (m.deployments.length === 1 && m.routing !== 'weighted') {
     const deployment = m.deployments[0];
-    return { deployment, provider: ctx.config.providers.get(deployment.provider)! };
+    const provider = ctx.config.providers.get(deployment.provider)!;
+    return provider.missing_credentials === undefined ? { deployment, provider } : undefined;
   }
-  const options = m.deployments.map((d) => ({ deployment: d, provider: ctx.config.providers.get(d.provider)! }));
+  const options: { deployment: DeploymentConfig; provider: ProviderConfig }[] = [];
+  for (const deployment of m.deployments) {
+    const provider = ctx.config.providers.get(deployment.provider)!;
+    if (provider.missing_credentials === undefined) options.push({ deployment, provider });
+    else ctx.attempts.push({ provider: provider.name, region: regionOf(deployment, provider), status: 'skipped', model: m.id, latency_ms: 0, error: provider.missing_credentials });
+  }
+  if (!options.length) return undefined;
   const live = options.filter((o) => !health.isCooling(m.id, o.deployment, regionOf(o.deployment, o.provider)));
   const pool = live.length ? live : options;
   if (m.routing === 'weighted' && pool.length > 1) {
@@ -116,18 +129,23 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
 
   for (let t = 0; t < route.targets.length && attemptsMade < maxAttempts; t++) {
     const target = route.targets[t];
-    const { deployment, provider } = pickDeployment(ctx, target, core.health);
+    const picked = pickDeployment(ctx, target, core.health);
+    if (!picked) {
+      const why = [...new Set(target.model.deployments.map((d) => ctx.config.providers.get(d.provider)!.missing_credentials))].join(', ');
+      unavailable.push(`${target.model.id}: ${why} for any of its providers (${target.model.deployments.map((d) => d.provider).join(', ')})`);
+      if (target.model.deployments.length === 1) {
+        const provider = ctx.config.providers.get(target.model.deployments[0].provider)!;
+        ctx.attempts.push({ provider: provider.name, region: regionOf(target.model.deployments[0], provider), status: 'skipped', model: target.model.id, latency_ms: 0, error: provider.missing_credentials });
+      }
+      continue;
+    }
+    const { deployment, provider } = picked;
     const region = regionOf(deployment, provider);
     const plugin = core.providerPlugins.get(provider.family);
     const fit = plugin ? canServe(plugin, target) : false;
     if (!plugin || fit !== true) {
       unavailable.push(`${target.model.id} via ${provider.name}: ${typeof fit === 'string' ? fit : `the ${provider.family} family does not serve ${ctx.endpoint}`}`);
       if (typeof fit === 'string') ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: 0, error: fit });
-      continue;
-    }
-    if (!provider.api_key && plugin.families[provider.family]?.env?.apiKey) {
-      unavailable.push(`${target.model.id} via ${provider.name}: no API key configured`);
-      ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: 0, error: 'no API key configured for this provider' });
       continue;
     }
     const info: AttemptInfo = { target, deployment, provider, index: attemptsMade };
@@ -150,6 +168,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
           requestId: ctx.id,
           shared: core.shared,
           note: (e) => ctx.debug.normalizations.push(e),
+          authorize: plugin.authorize && ((req, c) => plugin.authorize!(req, c)),
         });
         ctx.attempts.push({ provider: provider.name, region, status: 'succeeded', model: target.model.id, latency_ms: Math.round(performance.now() - started) });
         core.health.success(target.model.id, deployment, region);

@@ -4,7 +4,9 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import type { GatewayConfig } from './config/load.js';
+import { readFileSync } from 'node:fs';
+import type { GatewayConfig, LoadOptions } from './config/load.js';
+import { loadConfigText, peekPlugins, ConfigError } from './config/load.js';
 import type { PipelinePlugin, ProviderPlugin, Plugin, RequestContext, AttemptInfo } from './plugin.js';
 import { isProviderPlugin } from './plugin.js';
 
@@ -23,6 +25,116 @@ export interface BuiltinRegistry {
   pipeline: Record<string, () => PipelinePlugin>;
   defaultPipeline: string[];
   providers: ProviderPlugin[];
+  /**
+   * What the modules of `plugins:` entries with a `path` exported, by entry
+   * index, once resolvePlugins() has imported them; their provider plugins
+   * are in `providers` after the built-in ones.
+   */
+  loaded?: Map<number, unknown>;
+  /** The families of the built-in provider plugins (set by resolvePlugins). */
+  builtinFamilies?: ReadonlySet<string>;
+}
+
+type PluginEntries = NonNullable<GatewayConfig['plugins']>;
+
+/** Import a plugin module and take its default export (calling it with the entry's options when it is a function). */
+async function importPlugin(e: PluginEntries[number], dir: string, where: string): Promise<unknown> {
+  const file = path.resolve(dir, e.path!);
+  let mod: { default?: unknown };
+  try {
+    mod = await import(pathToFileURL(file).href);
+  } catch (err) {
+    throw new PluginError(`${where}: cannot load ${e.path}: ${(err as Error).message}`, 'PLUGIN_LOAD_FAILED');
+  }
+  return typeof mod.default === 'function' ? (mod.default as (o: unknown) => unknown)(e.options ?? {}) : mod.default;
+}
+
+function validateProviderPlugin(p: ProviderPlugin, where: string): ProviderPlugin {
+  if (typeof p.name !== 'string' || !p.name) throw new PluginError(`${where}: a provider plugin needs a string \`name\``, 'PLUGIN_INVALID');
+  if (!p.families || typeof p.families !== 'object' || !Object.keys(p.families).length)
+    throw new PluginError(`${where} (${p.name}): a provider plugin needs \`families\`, an object of at least one family`, 'PLUGIN_INVALID');
+  for (const fn of ['chat', 'responses', 'images', 'countTokens', 'authorize', 'close'] as const) {
+    if (p[fn] !== undefined && typeof p[fn] !== 'function') throw new PluginError(`${where} (${p.name}): \`${fn}\` must be a function`, 'PLUGIN_INVALID');
+  }
+  if (!p.chat && !p.responses && !p.images) throw new PluginError(`${where} (${p.name}): a provider plugin needs \`chat\`, \`responses\` or \`images\``, 'PLUGIN_INVALID');
+  for (const [fam, d] of Object.entries(p.families)) {
+    const schema = d?.schema as { '~standard'?: unknown; kind?: unknown } | undefined;
+    if (schema !== undefined && (typeof schema !== 'object' || schema.kind !== 'schema'))
+      throw new PluginError(`${where} (${p.name}): families.${fam}.schema must be a valibot schema`, 'PLUGIN_INVALID');
+    for (const fn of ['baseUrl', 'missingCredentials'] as const) {
+      if (d?.[fn] !== undefined && typeof d[fn] !== 'function') throw new PluginError(`${where} (${p.name}): families.${fam}.${fn} must be a function`, 'PLUGIN_INVALID');
+    }
+  }
+  return p;
+}
+
+/**
+ * Register a provider plugin's families. A family is served by one plugin:
+ * one loaded from a path may not take a built-in family (an operator's
+ * module would silently replace the gateway's own mapping), nor one another
+ * module already registered.
+ */
+function registerFamilies(providers: Map<string, ProviderPlugin>, p: ProviderPlugin, builtin: ReadonlySet<string>, where: string): void {
+  for (const fam of Object.keys(p.families)) {
+    const owner = providers.get(fam);
+    if (owner && owner !== p)
+      throw new PluginError(
+        `${where} (${p.name}): provider family "${fam}" is already served by ${builtin.has(fam) ? 'the built-in' : 'the'} plugin "${owner.name}"; a plugin cannot replace a family: give yours another family name`,
+        'PLUGIN_FAMILY_CONFLICT',
+      );
+    providers.set(fam, p);
+  }
+}
+
+/**
+ * Import the modules that `plugins:` names by `path` (once), before the
+ * config is checked: the provider plugins among them join the registry, so
+ * that the check knows their families and runs their provider-block schemas.
+ * Refuses (PLUGIN_FAMILY_CONFLICT) a plugin that would take a family already
+ * served.
+ */
+export async function resolvePlugins(registry: BuiltinRegistry, entries: PluginEntries | undefined, dir: string): Promise<BuiltinRegistry> {
+  const builtinFamilies = new Set(registry.providers.flatMap((p) => Object.keys(p.families)));
+  const byFamily = new Map<string, ProviderPlugin>();
+  for (const p of registry.providers) for (const fam of Object.keys(p.families)) byFamily.set(fam, p);
+  const loaded = new Map<number, unknown>();
+  const providers = [...registry.providers];
+  for (const [i, e] of (entries ?? []).entries()) {
+    if (!e.enabled || !e.path) continue;
+    const exported = await importPlugin(e, dir, `plugins.${i}`);
+    loaded.set(i, exported);
+    if (exported && isProviderPlugin(exported as Plugin)) {
+      const pp = validateProviderPlugin(exported as ProviderPlugin, `plugins.${i}`);
+      registerFamilies(byFamily, pp, builtinFamilies, `plugins.${i}`);
+      providers.push(pp);
+    }
+  }
+  return { ...registry, providers, loaded, builtinFamilies };
+}
+
+
+/**
+ * Load a gateway.yaml with its plugins: the modules it names by `path` are
+ * imported first, so that provider plugins loaded from a path have their
+ * families and schemas checked like the built-in ones. Returns the config and
+ * the registry to start the gateway with.
+ */
+export async function loadGatewayConfig(
+  file: string,
+  registry: BuiltinRegistry,
+  opts: { env?: NodeJS.ProcessEnv; text?: string } = {},
+): Promise<{ config: GatewayConfig; registry: BuiltinRegistry }> {
+  let text = opts.text;
+  if (text === undefined) {
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError(file, [{ path: '', message: `cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})` }]);
+    }
+  }
+  const reg = await resolvePlugins(registry, peekPlugins(text, opts.env ?? process.env), path.dirname(path.resolve(file)));
+  const config = loadConfigText(text, file, { families: Object.assign({}, ...reg.providers.map((p) => p.families)) as LoadOptions['families'], env: opts.env });
+  return { config, registry: reg };
 }
 
 export interface LoadedPipeline {
@@ -55,6 +167,7 @@ export async function loadPipeline(config: GatewayConfig, registry: BuiltinRegis
   const entries = config.plugins ?? registry.defaultPipeline.map((name) => ({ name, path: undefined, enabled: true, options: {} }));
   const plugins: PipelinePlugin[] = [];
   const providers = new Map<string, ProviderPlugin>();
+  const builtin = registry.builtinFamilies ?? new Set(registry.providers.flatMap((p) => Object.keys(p.families)));
   for (const prov of registry.providers) for (const fam of Object.keys(prov.families)) providers.set(fam, prov);
 
   for (const [i, e] of entries.entries()) {
@@ -62,17 +175,11 @@ export async function loadPipeline(config: GatewayConfig, registry: BuiltinRegis
     const where = `plugins.${i}`;
     let plugin: Plugin;
     if (e.path) {
-      const file = path.resolve(config.dir, e.path);
-      let mod: { default?: unknown };
-      try {
-        mod = await import(pathToFileURL(file).href);
-      } catch (err) {
-        throw new PluginError(`${where}: cannot load ${e.path}: ${(err as Error).message}`, 'PLUGIN_LOAD_FAILED');
-      }
-      const exported = typeof mod.default === 'function' ? (mod.default as (o: unknown) => unknown)(e.options) : mod.default;
+      const preloaded = registry.loaded?.has(i);
+      const exported = preloaded ? registry.loaded!.get(i) : await importPlugin(e, config.dir, where);
       if (exported && isProviderPlugin(exported as Plugin)) {
-        const pp = exported as ProviderPlugin;
-        for (const fam of Object.keys(pp.families ?? {})) providers.set(fam, pp);
+        // Registered by resolvePlugins already, or (a registry that did not resolve this config's plugins) here.
+        if (!preloaded) registerFamilies(providers, validateProviderPlugin(exported as ProviderPlugin, where), builtin, where);
         continue;
       }
       plugin = validatePipelinePlugin(exported, where);

@@ -15,6 +15,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { GatewayConfig, ClientKey, FamilyDefaults } from './config/load.js';
 import type { ProviderConfig, ModelConfig, DeploymentConfig, Endpoint } from './config/schema.js';
 import type { Transport } from './upstream.js';
+import type { Authorizer } from './provider.js';
 import type { ChatRequest, ChatCompletion, ChatChunk, RoutingAttempt, NormalizationEntry, DeprecationEntry } from './types.js';
 import type { Logger } from 'pino';
 
@@ -116,6 +117,8 @@ export interface ProviderCall<T> {
   shared: Map<string, unknown>;
   /** Record a change the provider made to fit its API (shown under debug.normalizations). */
   note(entry: NormalizationEntry): void;
+  /** The plugin's authorize step (ProviderPlugin.authorize), run by upstreamRequest on every call. */
+  authorize?: Authorizer;
 }
 
 export type ChatOutcome = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; chunks: AsyncIterable<ChatChunk> };
@@ -156,6 +159,13 @@ export interface ProviderPlugin {
    * the local count.
    */
   countTokens?(call: ProviderCall<CountRequest>): Promise<number | null>;
+  /**
+   * Authorize or sign every upstream request after its body is serialised
+   * (AWS SigV4 over the final bytes, an OAuth bearer token from a cache):
+   * separate from the request mapping, may be async, bounded by the
+   * provider's timeout_ms. See OutgoingRequest in src/provider.ts.
+   */
+  authorize?: Authorizer;
   close?(): void | Promise<void>;
 }
 

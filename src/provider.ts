@@ -1,8 +1,11 @@
-// Helpers every provider plugin uses to call its upstream: headers, status
-// check, error mapping, JSON and SSE bodies. The framing is parsed in one place
-// (src/sse.ts); providers only see events.
+// Helpers every provider plugin uses to call its upstream: headers, the
+// authorize/sign step, status check, error mapping, JSON and streamed bodies.
+// A stream's framing (SSE, newline-delimited JSON, or one a plugin supplies,
+// such as the AWS event stream) is parsed here, in one place, with the same
+// back-pressure, release and abort behaviour whatever the framing; providers
+// only see events.
 import type { ProviderCall } from './plugin.js';
-import { readBody, bodyError, type UpstreamResponse } from './upstream.js';
+import { readBody, bodyError, TransportError, type UpstreamResponse } from './upstream.js';
 import { SSEParser, type SSEEvent } from './sse.js';
 import type { ErrorBody } from './errors.js';
 
@@ -18,8 +21,93 @@ export class UpstreamError extends Error {
   }
 }
 
-/** A provider's own error body mapped to the envelope, plus a retry hint if it gave one. */
-export type ErrorMapper = (status: number, body: unknown, text: string) => { error: ErrorBody; retryAfterMs?: number };
+/**
+ * A provider's own error answer mapped to the envelope, plus a retry hint if it
+ * gave one. It sees the status, the body (parsed when it is JSON, else
+ * undefined), the raw text and the response headers (AWS names the error in
+ * `x-amzn-errortype`, Azure's `apim-request-id` identifies a call...).
+ */
+export type ErrorMapper = (
+  status: number,
+  body: unknown,
+  text: string,
+  /** Always given by upstreamRequest; optional so that a mapper can be called on a body alone. */
+  headers?: Readonly<Record<string, string | string[] | undefined>>,
+) => { error: ErrorBody; retryAfterMs?: number };
+
+/**
+ * The request as it is about to leave, body serialised: what an authorize
+ * step signs (AWS SigV4 hashes the final bytes) or completes (an OAuth bearer
+ * token). It may change `headers` and `url` (a query parameter); `body` is
+ * exactly the bytes sent (a string is sent as UTF-8).
+ */
+export interface OutgoingRequest {
+  url: string;
+  method: 'GET' | 'POST' | 'DELETE';
+  headers: Record<string, string>;
+  readonly body: string | Buffer | undefined;
+}
+
+/**
+ * The authorize/sign step of a provider plugin (ProviderPlugin.authorize),
+ * run on every upstream request after the body is serialised and the
+ * operator's headers merged. It may be async (fetch or refresh a token); it
+ * is bounded by the provider's `timeout_ms` and by the client's abort.
+ */
+export type Authorizer = (req: OutgoingRequest, call: ProviderCall<unknown>) => void | Promise<void>;
+
+/** Parses an upstream stream's bytes into events as they arrive; synchronous (no promise per event). */
+export interface FrameParser {
+  /** Parse a chunk; complete events are appended to `out`. */
+  push(chunk: Buffer, out: SSEEvent[]): void;
+  /** The body ended: push a last complete event, or throw if the bytes left are a cut frame. */
+  end(out: SSEEvent[]): void;
+}
+
+/**
+ * A stream framing: how an upstream stream's bytes become events. Events
+ * have the SSE shape whatever the framing: `event` is the event's type (an
+ * SSE `event:` line, an AWS event stream's `:event-type` header...), `data`
+ * its payload as text, `headers` a binary framing's message headers.
+ */
+export interface Framing {
+  name: string;
+  /** Content types a stream in this framing is answered with (substring match); empty: any. */
+  contentTypes: readonly string[];
+  parser(): FrameParser;
+}
+
+/** Server-sent events (https://html.spec.whatwg.org/multipage/server-sent-events.html). */
+export const sseFraming: Framing = { name: 'sse', contentTypes: ['text/event-stream'], parser: () => new SSEParser() };
+
+/** Newline-delimited JSON (https://github.com/ndjson/ndjson-spec): one event per non-empty line, `data` the line. */
+export const ndjsonFraming: Framing = {
+  name: 'ndjson',
+  contentTypes: ['application/x-ndjson', 'application/jsonl', 'application/json', 'application/jsonlines'],
+  parser: () => new NdjsonParser(),
+};
+
+export class NdjsonParser implements FrameParser {
+  private readonly decoder = new TextDecoder();
+  private buf = '';
+
+  push(chunk: Buffer, out: SSEEvent[]): void {
+    const text = this.buf + this.decoder.decode(chunk, { stream: true });
+    let start = 0;
+    for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n', start)) {
+      const line = text.slice(start, nl).trim();
+      start = nl + 1;
+      if (line) out.push({ data: line });
+    }
+    this.buf = text.slice(start);
+  }
+
+  end(out: SSEEvent[]): void {
+    const line = (this.buf + this.decoder.decode()).trim();
+    this.buf = '';
+    if (line) out.push({ data: line });
+  }
+}
 
 export interface UpstreamCallOptions {
   url: string;
@@ -27,6 +115,13 @@ export interface UpstreamCallOptions {
   headers: Record<string, string>;
   body?: unknown;
   mapError: ErrorMapper;
+  /**
+   * This call's authorize step instead of the plugin's; `null` sends the
+   * request unauthorized (e.g. the token request an authorize step makes itself).
+   */
+  authorize?: Authorizer | null;
+  /** How a stream's body is framed (upstreamEvents). Default: SSE. */
+  framing?: Framing;
 }
 
 export function parseRetryAfter(h: Record<string, string | string[] | undefined>): number | undefined {
@@ -42,12 +137,21 @@ export function parseRetryAfter(h: Record<string, string | string[] | undefined>
 
 export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCallOptions, streaming = false): Promise<UpstreamResponse> {
   const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : JSON.stringify(o.body);
+  // The plugin's headers first; the operator's `headers` in gateway.yaml win.
+  let headers: Record<string, string> = { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers, ...call.provider.headers };
+  let url = o.url;
+  const method = o.method ?? 'POST';
+  const authorize = o.authorize === undefined ? call.authorize : o.authorize;
+  if (authorize) {
+    const out: OutgoingRequest = { url, method, headers, body };
+    await authorizeWithin(authorize(out, call), call);
+    ({ url, headers } = out);
+  }
   const res = await call.transport.request({
     pool: call.provider.name,
-    url: o.url,
-    method: o.method ?? 'POST',
-    // The plugin's headers first; the operator's `headers` in gateway.yaml win.
-    headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers, ...call.provider.headers },
+    url,
+    method,
+    headers,
     body: body as Buffer | string | undefined,
     signal: call.signal,
     firstByteTimeoutMs: call.provider.timeout_ms,
@@ -62,10 +166,36 @@ export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCa
     } catch {
       /* not JSON: the mapper gets the text */
     }
-    const mapped = o.mapError(res.status, parsed, text);
+    const mapped = o.mapError(res.status, parsed, text, res.headers);
     throw new UpstreamError(res.status, mapped.error, mapped.retryAfterMs ?? parseRetryAfter(res.headers));
   }
   return res;
+}
+
+/**
+ * Wait for an async authorize step, at most the provider's timeout_ms, and
+ * no longer than the client stays: a token endpoint that hangs must not hold
+ * the request (the attempt fails over like a first-byte timeout).
+ */
+function authorizeWithin(pending: void | Promise<void>, call: ProviderCall<unknown>): void | Promise<void> {
+  if (!pending || typeof (pending as Promise<void>).then !== 'function') return;
+  const ms = call.provider.timeout_ms;
+  return new Promise<void>((resolve, reject) => {
+    const done = (err?: unknown) => {
+      clearTimeout(timer);
+      call.signal.removeEventListener('abort', onAbort);
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const onAbort = () => done(new TransportError('request aborted while it was authorized', 'ABORTED'));
+    const timer = setTimeout(() => done(new TransportError(`the authorize step did not finish within ${ms} ms`, 'ETIMEDOUT_AUTHORIZE')), ms);
+    if (call.signal.aborted) return onAbort();
+    call.signal.addEventListener('abort', onAbort, { once: true });
+    (pending as Promise<void>).then(
+      () => done(),
+      (err: unknown) => done(err ?? new Error('authorize failed')),
+    );
+  });
 }
 
 export async function upstreamJson<T = Record<string, unknown>>(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<T> {
@@ -78,14 +208,16 @@ export async function upstreamJson<T = Record<string, unknown>>(call: ProviderCa
   }
 }
 
+/** A streamed upstream answer as events, in the call's framing (SSE unless `o.framing` says otherwise). */
 export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<AsyncGenerator<SSEEvent>> {
+  const framing = o.framing ?? sseFraming;
   const res = await upstreamRequest(call, o, true);
   const ct = String(res.headers['content-type'] ?? '');
-  if (!ct.includes('text/event-stream')) {
+  if (framing.contentTypes.length && !framing.contentTypes.some((t) => ct.includes(t))) {
     res.body.resume();
     throw unparseable(`the provider answered a stream request with content-type "${ct || 'none'}"`);
   }
-  return new UpstreamEvents(res);
+  return new UpstreamEvents(res, framing.parser());
 }
 
 /** Events parsed ahead of the consumer before the body is paused (back-pressure). */
@@ -121,7 +253,8 @@ abstract class StoppableIterator<T> implements AsyncGenerator<T, undefined> {
 }
 
 /**
- * An upstream SSE body as an async iterator of events, parsed synchronously
+ * An upstream stream body as an async iterator of events, parsed synchronously
+ * by its framing's parser (SSE by default)
  * as the body's chunks arrive: one promise per event at most, where a chain of
  * async generators (the stream's own iterator, a chunk generator, a parser
  * generator) cost several promises and iterator results per event
@@ -137,7 +270,6 @@ abstract class StoppableIterator<T> implements AsyncGenerator<T, undefined> {
  * TransportError (bodyError).
  */
 export class UpstreamEvents extends StoppableIterator<SSEEvent> implements BatchSource<SSEEvent> {
-  private readonly parser = new SSEParser();
   private queue: SSEEvent[] = [];
   private head = 0;
   private ended = false;
@@ -150,12 +282,25 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
     | { batch: true; resolve(events: SSEEvent[] | null): void; reject(e: unknown): void }
     | undefined;
   private readonly onData = (chunk: Buffer) => {
-    this.parser.push(chunk, this.queue);
+    try {
+      this.parser.push(chunk, this.queue);
+    } catch (err) {
+      // Bytes the framing cannot decode (a bad CRC, a broken frame): the rest of the body is useless.
+      this.fail(undecodable(err));
+      this.res.body.destroy();
+      return;
+    }
     if (this.queue.length - this.head >= HIGH_WATER_EVENTS) this.res.body.pause();
     this.wake();
   };
   private readonly onEnd = () => {
-    this.parser.end(this.queue);
+    try {
+      this.parser.end(this.queue);
+    } catch (err) {
+      // A cut frame at the end of a binary framing: the stream broke.
+      this.fail(undecodable(err));
+      return;
+    }
     this.ended = true;
     this.detach();
     this.wake();
@@ -166,7 +311,10 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
     if (!this.ended) this.fail(bodyError(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })));
   };
 
-  constructor(private readonly res: UpstreamResponse) {
+  constructor(
+    private readonly res: UpstreamResponse,
+    private readonly parser: FrameParser = new SSEParser(),
+  ) {
     super();
     const body = res.body;
     body.on('data', this.onData);
@@ -272,6 +420,12 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
 }
 
 function ignore(): void {}
+
+/** A framing parser's failure as an upstream fault (its own UpstreamError or TransportError kept). */
+function undecodable(err: unknown): Error {
+  if (err instanceof UpstreamError || err instanceof TransportError) return err;
+  return unparseable(`the provider's stream could not be decoded (${err instanceof Error ? err.message : String(err)})`);
+}
 
 /**
  * A provider's stream mapping as a synchronous step per upstream event, so

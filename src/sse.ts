@@ -3,10 +3,17 @@
 // Handles \n, \r\n and \r line ends (Gemini separates events with \r\n\r\n),
 // multi-line data, comments, and events split across TCP chunks.
 
+/**
+ * One upstream stream event. SSE fills `event`, `data` and `id`; another
+ * framing (src/provider.ts, Framing) puts its event's type in `event`, its
+ * payload as text in `data`, and a binary framing's message headers (the AWS
+ * event stream's `:message-type`, `:exception-type`...) in `headers`.
+ */
 export interface SSEEvent {
   event?: string;
   data: string;
   id?: string;
+  headers?: Record<string, unknown>;
 }
 
 /**

@@ -153,7 +153,8 @@ export interface ChatChunk {
 export interface RoutingAttempt {
   provider: string;
   region: string;
-  status: 'succeeded' | 'failed';
+  /** `skipped`: not tried (its provider has no credentials); `error` says why. */
+  status: 'succeeded' | 'failed' | 'skipped';
   model: string;
   latency_ms: number;
   error?: string;

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as v from 'valibot';
 import { LineCounter, parseDocument, isScalar, visit, type Document } from 'yaml';
-import { ConfigSchema, MODEL_ID, type RawConfig, type ProviderConfig, type ModelConfig, type KeyConfig, type Endpoint } from './schema.js';
+import { ConfigSchema, PluginsSchema, MODEL_ID, PROVIDER_KEYS, type RawConfig, type ProviderConfig, type ModelConfig, type KeyConfig, type Endpoint } from './schema.js';
 
 export interface ConfigProblem {
   path: string;
@@ -27,10 +27,45 @@ export class ConfigError extends Error {
   }
 }
 
-/** What a provider family tells the loader: where its defaults come from. */
+/** A provider block as the family's hooks see it: the core keys, and the family's own keys (`options`) as its schema returned them. */
+export type ProviderBlock = Omit<ProviderConfig, 'base_url' | 'missing_credentials'> & { base_url?: string };
+
+/**
+ * What a provider family tells the loader: where its defaults come from, the
+ * schema of its own keys in a provider block, and whether a block has the
+ * credentials it needs. docs/plugins.md, "What a provider plugin implements".
+ */
 export interface FamilyDefaults {
   defaultBaseUrl?: string;
-  env?: { apiKey?: string; baseUrl?: string };
+  /**
+   * The base URL worked out from the block (region, location, project...) when
+   * neither `base_url` nor its environment variable gives one; undefined when
+   * the block lacks what it needs (the check then asks for `base_url`).
+   */
+  baseUrl?(provider: ProviderBlock): string | undefined;
+  /**
+   * Environment defaults: provider-block key -> environment variable, used
+   * when the block leaves the key out (or empty). `apiKey` and `baseUrl` are
+   * the older names of `api_key` and `base_url`. Applies to the core keys
+   * (`api_key`, `base_url`, `region`) and to the family's own keys alike.
+   */
+  env?: { apiKey?: string; baseUrl?: string; [key: string]: string | undefined };
+  /** Values for provider-block keys the block and the environment leave out (e.g. `region: us-east-1`). */
+  defaults?: Record<string, unknown>;
+  /**
+   * A valibot schema of the family's own keys of a provider block (everything
+   * but the core keys: name, family, base_url, api_key, headers, timeout_ms,
+   * region, retries, max_sockets). Its output is the provider's `options`. A
+   * family without one takes no other key.
+   */
+  schema?: v.GenericSchema;
+  /**
+   * Why a provider block cannot call its upstream (no key, no key pair...), or
+   * undefined when it has what it needs. Without this hook, a family whose
+   * `env` names an `api_key` variable needs an `api_key`. A provider without
+   * credentials is skipped by routing (the model's next deployment serves).
+   */
+  missingCredentials?(provider: ProviderBlock): string | undefined;
   /**
    * Endpoints this family serves through the plugin's same-API hooks
    * (`responses`, `images`). Absent: every hook the plugin has. A family that
@@ -133,6 +168,19 @@ export function peekNodeFlags(file: string, env: NodeJS.ProcessEnv = process.env
   return r.success ? r.output.server.node_flags : undefined;
 }
 
+/**
+ * The `plugins:` list of a gateway.yaml's text, read before the rest is
+ * checked (its modules are imported first: a provider plugin loaded from a
+ * path brings the families the providers use); undefined when it does not
+ * parse (the full load then reports why).
+ */
+export function peekPlugins(text: string, env: NodeJS.ProcessEnv = process.env): RawConfig['plugins'] {
+  const parsed = parseInterpolated(text, env, []);
+  if (!parsed) return undefined;
+  const r = v.safeParse(PluginsSchema, (parsed.doc.toJS() as { plugins?: unknown } | null)?.plugins);
+  return r.success ? r.output : undefined;
+}
+
 export function loadConfigText(text: string, file: string, opts: LoadOptions): GatewayConfig {
   const env = opts.env ?? process.env;
   const problems: ConfigProblem[] = [];
@@ -142,6 +190,7 @@ export function loadConfigText(text: string, file: string, opts: LoadOptions): G
   const lineOf = (p: (string | number)[]): number | undefined => lineAt(doc, lines, p);
 
   const data = doc.toJS() ?? {};
+  const fromEnv = applyProviderDefaults(data, opts.families, env);
   const parsed = v.safeParse(ConfigSchema, data);
   if (!parsed.success) {
     for (const issue of parsed.issues) {
@@ -149,14 +198,78 @@ export function loadConfigText(text: string, file: string, opts: LoadOptions): G
       const received = issue.kind === 'schema' && issue.received && issue.received !== 'undefined' ? ` (got ${issue.received})` : '';
       let message = issue.message;
       if ((issue.type as string) === 'strict_object' || (issue.type as string) === 'never') message = `unknown key`;
-      problems.push({ path: p.join('.'), line: lineOf(p), message: message + (message === 'unknown key' ? '' : received) });
+      problems.push({ path: p.join('.'), line: lineOf(p), message: message + (message === 'unknown key' ? '' : received) + envNote(fromEnv, p) });
     }
     throw new ConfigError(file, problems);
   }
   const raw = parsed.output;
-  const cfg = resolve(raw, file, env, opts.families, problems, lineOf);
+  const cfg = resolve(raw, file, env, opts.families, problems, lineOf, fromEnv);
   if (problems.length) throw new ConfigError(file, problems);
   return cfg;
+}
+
+/** Where a provider key's value came from when the file left it out: `providers.<i>.<key>` -> environment variable. */
+type EnvOrigins = Map<string, string>;
+
+/** " (from VAR)" for a problem with a value the environment gave. */
+function envNote(fromEnv: EnvOrigins, p: (string | number)[]): string {
+  const from = p.length >= 3 && p[0] === 'providers' ? fromEnv.get(`providers.${p[1]}.${p[2]}`) : undefined;
+  return from ? ` (from ${from})` : '';
+}
+
+/**
+ * Fill each provider block's missing keys from its family's environment
+ * variables and defaults, before the schema runs, so that a value from the
+ * environment is checked like one written in the file.
+ */
+function applyProviderDefaults(data: unknown, families: Record<string, FamilyDefaults>, env: NodeJS.ProcessEnv): EnvOrigins {
+  const origins: EnvOrigins = new Map();
+  const list = (data as { providers?: unknown } | null)?.providers;
+  if (!Array.isArray(list)) return origins;
+  list.forEach((block: unknown, i) => {
+    if (!block || typeof block !== 'object' || Array.isArray(block)) return;
+    const b = block as Record<string, unknown>;
+    const fam = typeof b.family === 'string' && Object.hasOwn(families, b.family) ? families[b.family] : undefined;
+    if (!fam) return;
+    const missing = (k: string) => b[k] === undefined || b[k] === null || b[k] === '';
+    for (const [k, name] of Object.entries(fam.env ?? {})) {
+      const key = k === 'apiKey' ? 'api_key' : k === 'baseUrl' ? 'base_url' : k;
+      const val = name ? env[name] : undefined;
+      if (val === undefined || val === '' || !missing(key)) continue;
+      b[key] = val;
+      origins.set(`providers.${i}.${key}`, name!);
+    }
+    for (const [k, val] of Object.entries(fam.defaults ?? {})) if (missing(k)) b[k] = val;
+  });
+  return origins;
+}
+
+/** The family's own keys of a provider block, checked by its schema; problems name their path and line. */
+function familyOptions(
+  p: Record<string, unknown>,
+  i: number,
+  fam: FamilyDefaults,
+  problems: ConfigProblem[],
+  lineOf: (p: (string | number)[]) => number | undefined,
+  fromEnv: EnvOrigins,
+): Record<string, unknown> | undefined {
+  const own: Record<string, unknown> = {};
+  for (const k of Object.keys(p)) if (!PROVIDER_KEYS.has(k)) own[k] = p[k];
+  if (!fam.schema) {
+    const extra = Object.keys(own);
+    for (const k of extra) problems.push({ path: `providers.${i}.${k}`, line: lineOf(['providers', i, k]), message: `unknown key (family ${p.family as string} takes no key of its own)` });
+    return extra.length ? undefined : {};
+  }
+  const r = v.safeParse(fam.schema, own);
+  if (r.success) return (r.output ?? {}) as Record<string, unknown>;
+  for (const issue of r.issues) {
+    const sub = (issue.path ?? []).map((x) => x.key as string | number);
+    const at = ['providers', i, ...sub];
+    const t = issue.type as string;
+    const message = t === 'strict_object' || t === 'never' ? 'unknown key' : issue.message;
+    problems.push({ path: at.join('.'), line: lineOf(at), message: message + envNote(fromEnv, at) });
+  }
+  return undefined;
 }
 
 function resolve(
@@ -166,22 +279,28 @@ function resolve(
   families: Record<string, FamilyDefaults>,
   problems: ConfigProblem[],
   lineOf: (p: (string | number)[]) => number | undefined,
+  fromEnv: EnvOrigins,
 ): GatewayConfig {
   const providers = new Map<string, ProviderConfig>();
   raw.providers.forEach((p, i) => {
-    const fam = families[p.family];
+    const fam = Object.hasOwn(families, p.family) ? families[p.family] : undefined;
     if (!fam) {
       problems.push({ path: `providers.${i}.family`, line: lineOf(['providers', i, 'family']), message: `unknown provider family "${p.family}" (known: ${Object.keys(families).join(', ')})` });
       return;
     }
     if (providers.has(p.name)) problems.push({ path: `providers.${i}.name`, line: lineOf(['providers', i, 'name']), message: `duplicate provider name "${p.name}"` });
-    const baseUrl = p.base_url || (fam.env?.baseUrl && env[fam.env.baseUrl]) || fam.defaultBaseUrl;
+    const options = familyOptions(p as Record<string, unknown>, i, fam, problems, lineOf, fromEnv);
+    if (!options) return;
+    const core: Record<string, unknown> = {};
+    for (const k of PROVIDER_KEYS) if ((p as Record<string, unknown>)[k] !== undefined) core[k] = (p as Record<string, unknown>)[k];
+    const block = { ...(core as Omit<ProviderBlock, 'options'>), api_key: p.api_key || undefined, options } as ProviderBlock;
+    const baseUrl = p.base_url || fam.baseUrl?.(block) || fam.defaultBaseUrl;
     if (!baseUrl) {
       problems.push({ path: `providers.${i}.base_url`, line: lineOf(['providers', i]), message: `family ${p.family} has no default base URL: set base_url` });
       return;
     }
-    const apiKey = p.api_key || (fam.env?.apiKey ? env[fam.env.apiKey] : undefined) || undefined;
-    providers.set(p.name, { ...p, base_url: baseUrl.replace(/\/+$/, ''), api_key: apiKey });
+    const missing = fam.missingCredentials ? fam.missingCredentials(block) : fam.env?.apiKey && !block.api_key ? 'no API key configured' : undefined;
+    providers.set(p.name, { ...block, base_url: baseUrl.replace(/\/+$/, ''), missing_credentials: missing });
   });
 
   const models = new Map<string, ModelConfig>();

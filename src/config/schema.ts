@@ -60,7 +60,12 @@ const KeySchema = v.strictObject({
   endpoints: v.optional(v.array(v.picklist(ENDPOINTS))),
 });
 
-const ProviderSchema = v.strictObject({
+/**
+ * The core keys of a provider block. A block may hold more: the keys of its
+ * family (credentials, region, project, API version...), checked by the
+ * schema its provider plugin supplies (FamilyDefaults.schema in load.ts).
+ */
+const ProviderEntries = {
   name: v.pipe(v.string(), v.regex(/^[A-Za-z0-9][\w.-]*$/, 'must be letters, digits, dot, dash or underscore')),
   family: nonEmpty,
   base_url: v.optional(v.pipe(v.string(), v.url('must be an absolute URL'))),
@@ -73,7 +78,11 @@ const ProviderSchema = v.strictObject({
   /** Retries of a 429 on this provider before moving on (each counts as an attempt). */
   retries: v.optional(nonNegativeInt, 1),
   max_sockets: v.optional(positiveInt, 256),
-});
+};
+const ProviderSchema = v.looseObject(ProviderEntries);
+
+/** The keys every provider block has; any other key belongs to the family's schema. */
+export const PROVIDER_KEYS: ReadonlySet<string> = new Set(Object.keys(ProviderEntries));
 
 const DeploymentSchema = v.strictObject({
   provider: nonEmpty,
@@ -133,6 +142,9 @@ const PluginSchema = v.strictObject({
   options: v.optional(v.record(v.string(), v.unknown()), {}),
 });
 
+/** The `plugins:` list (also read on its own, before the rest: src/pipeline.ts, loadGatewayConfig). */
+export const PluginsSchema = v.optional(v.array(PluginSchema));
+
 const RoutingSchema = v.strictObject({
   /** Attempts per request, whatever the chain's length. */
   max_attempts: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(3)), 3),
@@ -159,11 +171,18 @@ export const ConfigSchema = v.strictObject({
   routing: v.optional(RoutingSchema, {}),
   storage: v.optional(StorageSchema, {}),
   /** Pipeline plugins, in order. Absent: the built-in pipeline. */
-  plugins: v.optional(v.array(PluginSchema)),
+  plugins: PluginsSchema,
 });
 
 export type RawConfig = v.InferOutput<typeof ConfigSchema>;
-export type ProviderConfig = v.InferOutput<typeof ProviderSchema> & { base_url: string; api_key?: string };
+export type ProviderConfig = v.InferOutput<v.ObjectSchema<typeof ProviderEntries, undefined>> & {
+  base_url: string;
+  api_key?: string;
+  /** The family's own keys, as its schema returned them (e.g. `api_version`, `project`). */
+  options: Record<string, unknown>;
+  /** Why this provider cannot call its upstream (no credentials), if so: routing skips it. */
+  missing_credentials?: string;
+};
 export type ModelConfig = v.InferOutput<typeof ModelSchema>;
 export type DeploymentConfig = v.InferOutput<typeof DeploymentSchema>;
 export type PluginConfig = v.InferOutput<typeof PluginSchema>;

@@ -2,11 +2,10 @@
 // writes it), with its log lines captured for assertions.
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { loadConfigText } from '../../src/config/load.js';
 import { createGateway, type Gateway } from '../../src/server.js';
 import { builtins } from '../../plugins/index.js';
 import { extraEndpoints } from '../../src/api/index.js';
-import { familiesOf } from '../../src/cli.js';
+import { loadGatewayConfig } from '../../src/pipeline.js';
 import { REDACT_PATHS } from '../../src/log.js';
 
 export const CLIENT_KEY = 'gw-test-client-key-abcdef123456';
@@ -20,12 +19,10 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(yaml: string, env: Record<string, string> = {}): Promise<TestGateway> {
-  const registry = builtins();
-  const config = loadConfigText(yaml, 'test-gateway.yaml', {
-    families: familiesOf(registry),
-    env: { GATEWAY_API_KEYS: CLIENT_KEY, ...env },
-  });
+/** `file`: where the config is taken to live (paths in it are relative to its folder); the text is `yaml`. */
+export async function startGateway(yaml: string, env: Record<string, string> = {}, file = 'test-gateway.yaml'): Promise<TestGateway> {
+  // The plugin modules the config names by path are loaded first, as `start` does.
+  const { config, registry } = await loadGatewayConfig(file, builtins(), { text: yaml, env: { GATEWAY_API_KEYS: CLIENT_KEY, ...env } });
   // GATEWAY_TEST_TRANSPORT=http|proxy runs every test gateway on another upstream transport.
   const tr = process.env.GATEWAY_TEST_TRANSPORT;
   if (tr === 'http' || tr === 'proxy' || tr === 'undici') config.server.transport = tr;
