@@ -9,7 +9,7 @@ import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
 import type { Transport } from './upstream.js';
 import { TransportError } from './upstream.js';
 import { UpstreamError, MappedEvents } from './provider.js';
-import { GatewayError, errors, scrubSecrets } from './errors.js';
+import { GatewayError, errors, scrubSecrets, providerSecrets } from './errors.js';
 
 export interface CoreServices {
   transport: Transport;
@@ -182,7 +182,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         ac.abort();
         if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
         const f = describeFailure(err);
-        const secrets = [provider.api_key, ...Object.values(provider.headers).filter((h) => h.length >= 16)];
+        const secrets = providerSecrets(provider);
         ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: Math.round(performance.now() - started), error: scrubSecrets(f.error, secrets) });
         if (!f.fallback) {
           if (err instanceof UpstreamError)

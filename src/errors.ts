@@ -110,3 +110,16 @@ export function scrubSecrets(text: string, secrets: (string | undefined)[]): str
   for (const s of secrets) if (s && s.length >= 4 && out.includes(s)) out = out.split(s).join('[redacted]');
   return out;
 }
+
+/**
+ * What a provider's config holds that must never reach a client or a log
+ * line: its API key, long header values, and the long string values of its
+ * family's own keys (an AWS secret key, a session token...).
+ */
+export function providerSecrets(p: { api_key?: string; headers: Record<string, string>; options?: Record<string, unknown> }): string[] {
+  const out: string[] = [];
+  if (p.api_key) out.push(p.api_key);
+  for (const h of Object.values(p.headers)) if (h.length >= 16) out.push(h);
+  for (const o of Object.values(p.options ?? {})) if (typeof o === 'string' && o.length >= 16) out.push(o);
+  return out;
+}

@@ -13,7 +13,7 @@ import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
 import { Health, type CoreServices } from './dispatch.js';
-import { errors, envelope, toGatewayError, GatewayError, scrubSecrets } from './errors.js';
+import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerSecrets } from './errors.js';
 import { pipeFrames } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
 import { listModels, getModel } from './api/models.js';
@@ -248,7 +248,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, (err) => {
         const served = config.providers.get(String(ctx.log.provider ?? ''));
         const raw = out.onError(err);
-        const frame = raw && served ? scrubSecrets(raw, [served.api_key, ...Object.values(served.headers).filter((h) => h.length >= 16)]) : raw;
+        const frame = raw && served ? scrubSecrets(raw, providerSecrets(served)) : raw;
         const name = (err as Error)?.name;
         ctx.log.stream_error = (err as { code?: string })?.code ?? name ?? 'error';
         if (!['UpstreamError', 'TransportError', 'GatewayError'].includes(name) && (err as { code?: string })?.code !== 'ECONNRESET')
