@@ -461,6 +461,32 @@ function streamFrames(id: string, served: string, p: ReturnType<typeof plan>, us
   return ev.map(frame);
 }
 
+/** The validation of a Messages body as an error reply in Anthropic's shape, or undefined when it passes. */
+export function checkMessages(body: any, counting = false): Reply | undefined { // eslint-disable-line @typescript-eslint/no-explicit-any
+  try {
+    validateMessages(body, counting);
+    return undefined;
+  } catch (e) {
+    if (e instanceof Invalid) return anthropicErrorReply(e.status, e.type, e.message);
+    throw e;
+  }
+}
+
+/**
+ * The answer to a validated Messages body: a JSON message, or the event
+ * stream when `stream` is set (ending in an `error` event when `fault` says
+ * so). `cache` holds the prompt-cache prefixes seen so far. `served` is the
+ * model the answer reports (the dated snapshot by default).
+ */
+export function answerMessages(body: any, cache: Map<string, number>, fault?: StreamErrorFault, served = ANTHROPIC_MODELS[body.model]): Reply { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const p = plan(body);
+  const usage = usageFor(body, p.content, cache);
+  const id = msgId();
+  const headers = { 'request-id': 'req_' + randomBytes(12).toString('hex'), 'anthropic-ratelimit-requests-remaining': '999' };
+  if (body.stream) return { status: 200, headers, sse: streamFrames(id, served, p, usage, fault) };
+  return { status: 200, headers, json: { model: served, id, type: 'message', role: 'assistant', content: p.content, stop_reason: p.stop_reason, stop_sequence: p.stop_sequence, usage: { ...usage, inference_geo: 'not_available' } } };
+}
+
 export interface AnthropicMock extends MockServer {
   /** Make the next streamed answer send an `error` event after some events (HTTP status stays 200). */
   streamError(f: StreamErrorFault): void;
@@ -479,22 +505,12 @@ export async function startAnthropicMock(opts: { key?: string } = {}): Promise<A
     const counting = req.path === '/v1/messages/count_tokens';
     if (req.method !== 'POST' || (req.path !== '/v1/messages' && !counting)) return anthropicErrorReply(404, 'not_found_error', 'Not Found');
     if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) return anthropicErrorReply(400, 'invalid_request_error', 'content-type: must be application/json');
-    try {
-      validateMessages(req.body, counting);
-    } catch (e) {
-      if (e instanceof Invalid) return anthropicErrorReply(e.status, e.type, e.message);
-      throw e;
-    }
     const body = req.body;
+    const invalid = checkMessages(body, counting);
+    if (invalid) return invalid;
     // The count is the prompt's size as usage would report it, before any cache read.
     if (counting) return { status: 200, headers: { 'request-id': 'req_' + randomBytes(12).toString('hex') }, json: { input_tokens: promptTokens(body) } };
-    const served = ANTHROPIC_MODELS[body.model];
-    const p = plan(body);
-    const usage = usageFor(body, p.content, cache);
-    const id = msgId();
-    const headers = { 'request-id': 'req_' + randomBytes(12).toString('hex'), 'anthropic-ratelimit-requests-remaining': '999' };
-    if (body.stream) return { status: 200, headers, sse: streamFrames(id, served, p, usage, streamErrors.shift()) };
-    return { status: 200, headers, json: { model: served, id, type: 'message', role: 'assistant', content: p.content, stop_reason: p.stop_reason, stop_sequence: p.stop_sequence, usage: { ...usage, inference_geo: 'not_available' } } };
+    return answerMessages(body, cache, body.stream ? streamErrors.shift() : undefined);
   };
   const mock = await startMock(handle);
   return Object.assign(mock, {

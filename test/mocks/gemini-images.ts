@@ -16,7 +16,7 @@
 // FILTER_ONE (Imagen filters one of the images).
 import { randomBytes } from 'node:crypto';
 import type { Handler, Recorded, Reply } from './server.js';
-import { startGeminiMock, geminiError, validateGenerate, checkSpec, field, DEFAULT_GEMINI_MODELS, type GeminiMock, type GeminiMockOptions, type Spec, type MockState } from './gemini.js';
+import { startGeminiMock, geminiError, validateGenerate, checkSpec, field, DEFAULT_GEMINI_MODELS, type GeminiMock, type GeminiMockOptions, type Spec, type MockState, type Naming } from './gemini.js';
 import { makeImage, MIME, type ImageFormat } from './openai-images.js';
 
  
@@ -56,46 +56,50 @@ function geminiImageHandler(models: Set<string>): Handler {
   return (req: Recorded): Reply => {
     const m = /^\/v1beta\/models\/([^/:]+):generateContent$/.exec(req.path);
     if (!m || req.method !== 'POST') return geminiError(404, 'NOT_FOUND', `The requested URL ${req.path} was not found on this server.`);
-    const model = decodeURIComponent(m[1]);
-    const { error } = validateGenerate(req.body, model, state, models);
-    if (error) return error;
-    const g = field(req.body, 'generationConfig') ?? {};
-    const modalities: string[] = (field(g, 'responseModalities') ?? ['TEXT', 'IMAGE']).map((x: string) => String(x).toUpperCase());
-    for (const x of modalities) if (!['TEXT', 'IMAGE'].includes(x)) return invalid(`* GenerateContentRequest.generation_config.response_modalities: unsupported modality ${x} for models/${model}\n`, 'generation_config.response_modalities');
-    const candidates = field(g, 'candidateCount');
-    if (candidates != null && candidates > 1) return invalid(`Multiple candidates is not enabled for models/${model}`, 'generation_config.candidate_count');
-    const ic = field(g, 'imageConfig');
-    const ratio: string = field(ic, 'aspectRatio') ?? '1:1';
-    if (!GEMINI_IMAGE_PIXELS[ratio]) return invalid(`* GenerateContentRequest.generation_config.image_config.aspect_ratio: Aspect ratio ${ratio} is not supported. Supported values: ${Object.keys(GEMINI_IMAGE_PIXELS).join(', ')}\n`, 'generation_config.image_config.aspect_ratio');
-    const imageSize = field(ic, 'imageSize');
-    if (imageSize != null && !['1K', '2K', '4K'].includes(imageSize)) return invalid(`* GenerateContentRequest.generation_config.image_config.image_size: Invalid image size ${imageSize}\n`, 'generation_config.image_config.image_size');
+    return geminiImageReply(decodeURIComponent(m[1]), req.body, state, models);
+  };
+}
 
-    const prompt = promptText(req.body);
-    const promptTokens = tokens(prompt);
-    const base = { modelVersion: model, responseId: rid() };
-    const usage = (out: { IMAGE?: number; TEXT?: number }) => {
-      const cand = (out.IMAGE ?? 0) + (out.TEXT ?? 0);
-      return {
-        promptTokenCount: promptTokens,
-        ...(cand ? { candidatesTokenCount: cand } : {}),
-        totalTokenCount: promptTokens + cand,
-        promptTokensDetails: [{ modality: 'TEXT', tokenCount: promptTokens }],
-        ...(cand ? { candidatesTokensDetails: Object.entries(out).filter(([, n]) => n).map(([modality, tokenCount]) => ({ modality, tokenCount })) } : {}),
-      };
-    };
-    if (/BLOCK_ME/.test(prompt)) return { status: 200, json: { promptFeedback: { blockReason: 'PROHIBITED_CONTENT' }, usageMetadata: usage({}), ...base } };
-    if (/UNSAFE_IMAGE/.test(prompt)) return { status: 200, json: { candidates: [{ content: {}, finishReason: 'IMAGE_SAFETY', index: 0 }], usageMetadata: usage({}), ...base } };
-    const text = 'Here is the image you asked for.';
-    if (/NO_IMAGE/.test(prompt) || !modalities.includes('IMAGE'))
-      return { status: 200, json: { candidates: [{ content: { parts: [{ text: "I can't draw that, but I can describe it." }], role: 'model' }, finishReason: modalities.includes('IMAGE') ? 'NO_IMAGE' : 'STOP', index: 0 }], usageMetadata: usage({ TEXT: 12 }), ...base } };
-    const [w, h] = GEMINI_IMAGE_PIXELS[ratio];
-    const parts: any[] = [];
-    if (modalities.includes('TEXT')) parts.push({ text });
-    parts.push({ inlineData: { mimeType: 'image/png', data: makeImage('png', w, h).toString('base64') } });
+/** The answer of a Gemini image model to a generateContent body (also served by the Vertex mock). */
+export function geminiImageReply(model: string, body: any, state: MockState, models: Set<string>, naming?: Naming): Reply {
+  const { error } = validateGenerate(body, model, state, models, naming);
+  if (error) return error;
+  const g = field(body, 'generationConfig') ?? {};
+  const modalities: string[] = (field(g, 'responseModalities') ?? ['TEXT', 'IMAGE']).map((x: string) => String(x).toUpperCase());
+  for (const x of modalities) if (!['TEXT', 'IMAGE'].includes(x)) return invalid(`* GenerateContentRequest.generation_config.response_modalities: unsupported modality ${x} for models/${model}\n`, 'generation_config.response_modalities');
+  const candidates = field(g, 'candidateCount');
+  if (candidates != null && candidates > 1) return invalid(`Multiple candidates is not enabled for models/${model}`, 'generation_config.candidate_count');
+  const ic = field(g, 'imageConfig');
+  const ratio: string = field(ic, 'aspectRatio') ?? '1:1';
+  if (!GEMINI_IMAGE_PIXELS[ratio]) return invalid(`* GenerateContentRequest.generation_config.image_config.aspect_ratio: Aspect ratio ${ratio} is not supported. Supported values: ${Object.keys(GEMINI_IMAGE_PIXELS).join(', ')}\n`, 'generation_config.image_config.aspect_ratio');
+  const imageSize = field(ic, 'imageSize');
+  if (imageSize != null && !['1K', '2K', '4K'].includes(imageSize)) return invalid(`* GenerateContentRequest.generation_config.image_config.image_size: Invalid image size ${imageSize}\n`, 'generation_config.image_config.image_size');
+
+  const prompt = promptText(body);
+  const promptTokens = tokens(prompt);
+  const base = { modelVersion: model, responseId: rid() };
+  const usage = (out: { IMAGE?: number; TEXT?: number }) => {
+    const cand = (out.IMAGE ?? 0) + (out.TEXT ?? 0);
     return {
-      status: 200,
-      json: { candidates: [{ content: { parts, role: 'model' }, finishReason: 'STOP', index: 0 }], usageMetadata: usage({ IMAGE: IMAGE_TOKENS, TEXT: modalities.includes('TEXT') ? tokens(text) : 0 }), ...base },
+      promptTokenCount: promptTokens,
+      ...(cand ? { candidatesTokenCount: cand } : {}),
+      totalTokenCount: promptTokens + cand,
+      promptTokensDetails: [{ modality: 'TEXT', tokenCount: promptTokens }],
+      ...(cand ? { candidatesTokensDetails: Object.entries(out).filter(([, n]) => n).map(([modality, tokenCount]) => ({ modality, tokenCount })) } : {}),
     };
+  };
+  if (/BLOCK_ME/.test(prompt)) return { status: 200, json: { promptFeedback: { blockReason: 'PROHIBITED_CONTENT' }, usageMetadata: usage({}), ...base } };
+  if (/UNSAFE_IMAGE/.test(prompt)) return { status: 200, json: { candidates: [{ content: {}, finishReason: 'IMAGE_SAFETY', index: 0 }], usageMetadata: usage({}), ...base } };
+  const text = 'Here is the image you asked for.';
+  if (/NO_IMAGE/.test(prompt) || !modalities.includes('IMAGE'))
+    return { status: 200, json: { candidates: [{ content: { parts: [{ text: "I can't draw that, but I can describe it." }], role: 'model' }, finishReason: modalities.includes('IMAGE') ? 'NO_IMAGE' : 'STOP', index: 0 }], usageMetadata: usage({ TEXT: 12 }), ...base } };
+  const [w, h] = GEMINI_IMAGE_PIXELS[ratio];
+  const parts: any[] = [];
+  if (modalities.includes('TEXT')) parts.push({ text });
+  parts.push({ inlineData: { mimeType: 'image/png', data: makeImage('png', w, h).toString('base64') } });
+  return {
+    status: 200,
+    json: { candidates: [{ content: { parts, role: 'model' }, finishReason: 'STOP', index: 0 }], usageMetadata: usage({ IMAGE: IMAGE_TOKENS, TEXT: modalities.includes('TEXT') ? tokens(text) : 0 }), ...base },
   };
 }
 
@@ -116,43 +120,46 @@ function imagenHandler(): Handler {
   return (req: Recorded): Reply => {
     const m = /^\/v1beta\/models\/([^/:]+):predict$/.exec(req.path);
     if (!m || req.method !== 'POST') return geminiError(404, 'NOT_FOUND', `The requested URL ${req.path} was not found on this server.`);
-    const model = decodeURIComponent(m[1]);
-    if (!IMAGEN_MODELS.includes(model)) return notFound(model, 'predict');
-    const body = req.body;
-    if (!body || typeof body !== 'object' || Array.isArray(body)) return invalid('Invalid JSON payload received. Expected an object.');
-    const shape = checkSpec(body, PredictRequest, '');
-    if (shape) return shape;
-    const instances = field(body, 'instances');
-    if (!Array.isArray(instances) || instances.length !== 1) return invalid('Exactly one instance is supported.', 'instances');
-    const prompt = field(instances[0], 'prompt');
-    if (typeof prompt !== 'string' || !prompt.trim()) return invalid('The prompt is empty.', 'instances[0].prompt');
-    const p = field(body, 'parameters') ?? {};
-    const n = Number(field(p, 'sampleCount') ?? 4);
-    if (!Number.isInteger(n) || n < 1 || n > 4) return invalid(`sampleCount must be between 1 and 4, got ${n}.`, 'parameters.sample_count');
-    const ratio: string = field(p, 'aspectRatio') ?? '1:1';
-    if (!IMAGEN_PIXELS[ratio]) return invalid(`Unsupported aspect ratio: ${ratio}. Supported values are 1:1, 3:4, 4:3, 9:16 and 16:9.`, 'parameters.aspect_ratio');
-    const out = field(p, 'outputOptions') ?? {};
-    const mime: string = field(out, 'mimeType') ?? 'image/png';
-    const format = FORMAT_OF[mime];
-    if (!format) return invalid(`Unsupported output mime type: ${mime}. Supported values are image/png and image/jpeg.`, 'parameters.output_options.mime_type');
-    const quality = field(out, 'compressionQuality');
-    if (quality != null && (quality < 0 || quality > 100)) return invalid('compressionQuality must be between 0 and 100.', 'parameters.output_options.compression_quality');
-    const size = field(p, 'imageSize');
-    if (size != null && !['1K', '2K'].includes(size)) return invalid(`Unsupported image size: ${size}.`, 'parameters.image_size');
-    const why = field(p, 'includeRaiReason')
-      ? (reason: string) => [{ raiFilteredReason: reason }]
-      : () => [];
-    const reason = "Your current safety filter threshold filtered out the generated image. You will not be charged for blocked images. Try rephrasing the prompt. Support codes: 56562880";
-    if (/BLOCK_ME/.test(prompt)) {
-      const filtered = why(reason);
-      return { status: 200, json: filtered.length ? { predictions: filtered } : {} };
-    }
-    const [w, h] = IMAGEN_PIXELS[ratio];
-    const image = { bytesBase64Encoded: makeImage(format, w, h).toString('base64'), mimeType: MIME[format] };
-    const kept = /FILTER_ONE/.test(prompt) ? n - 1 : n;
-    const predictions: any[] = [...Array.from({ length: kept }, () => ({ ...image })), ...(kept < n ? why(reason) : [])];
-    return { status: 200, json: predictions.length ? { predictions } : {} };
+    return imagenReply(decodeURIComponent(m[1]), req.body);
   };
+}
+
+/** The answer of an Imagen model to a :predict body (also served by the Vertex mock). */
+export function imagenReply(model: string, body: any): Reply {
+  if (!IMAGEN_MODELS.includes(model)) return notFound(model, 'predict');
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return invalid('Invalid JSON payload received. Expected an object.');
+  const shape = checkSpec(body, PredictRequest, '');
+  if (shape) return shape;
+  const instances = field(body, 'instances');
+  if (!Array.isArray(instances) || instances.length !== 1) return invalid('Exactly one instance is supported.', 'instances');
+  const prompt = field(instances[0], 'prompt');
+  if (typeof prompt !== 'string' || !prompt.trim()) return invalid('The prompt is empty.', 'instances[0].prompt');
+  const p = field(body, 'parameters') ?? {};
+  const n = Number(field(p, 'sampleCount') ?? 4);
+  if (!Number.isInteger(n) || n < 1 || n > 4) return invalid(`sampleCount must be between 1 and 4, got ${n}.`, 'parameters.sample_count');
+  const ratio: string = field(p, 'aspectRatio') ?? '1:1';
+  if (!IMAGEN_PIXELS[ratio]) return invalid(`Unsupported aspect ratio: ${ratio}. Supported values are 1:1, 3:4, 4:3, 9:16 and 16:9.`, 'parameters.aspect_ratio');
+  const out = field(p, 'outputOptions') ?? {};
+  const mime: string = field(out, 'mimeType') ?? 'image/png';
+  const format = FORMAT_OF[mime];
+  if (!format) return invalid(`Unsupported output mime type: ${mime}. Supported values are image/png and image/jpeg.`, 'parameters.output_options.mime_type');
+  const quality = field(out, 'compressionQuality');
+  if (quality != null && (quality < 0 || quality > 100)) return invalid('compressionQuality must be between 0 and 100.', 'parameters.output_options.compression_quality');
+  const size = field(p, 'imageSize');
+  if (size != null && !['1K', '2K'].includes(size)) return invalid(`Unsupported image size: ${size}.`, 'parameters.image_size');
+  const why = field(p, 'includeRaiReason')
+    ? (reason: string) => [{ raiFilteredReason: reason }]
+    : () => [];
+  const reason = "Your current safety filter threshold filtered out the generated image. You will not be charged for blocked images. Try rephrasing the prompt. Support codes: 56562880";
+  if (/BLOCK_ME/.test(prompt)) {
+    const filtered = why(reason);
+    return { status: 200, json: filtered.length ? { predictions: filtered } : {} };
+  }
+  const [w, h] = IMAGEN_PIXELS[ratio];
+  const image = { bytesBase64Encoded: makeImage(format, w, h).toString('base64'), mimeType: MIME[format] };
+  const kept = /FILTER_ONE/.test(prompt) ? n - 1 : n;
+  const predictions: any[] = [...Array.from({ length: kept }, () => ({ ...image })), ...(kept < n ? why(reason) : [])];
+  return { status: 200, json: predictions.length ? { predictions } : {} };
 }
 
 /** Routes for startGeminiMock({routes}): exact paths for the Gemini image models, the ':predict' suffix for Imagen. */

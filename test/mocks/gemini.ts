@@ -380,21 +380,43 @@ function checkTools(tools: any[] | undefined, toolConfig: any): Reply | undefine
   return undefined;
 }
 
+/**
+ * How an API names models and cached contents: the Gemini API's `models/{m}`
+ * and `cachedContents/{id}` by default; Vertex AI (test/mocks/vertex.ts) uses
+ * full resource names under its project and location.
+ */
+export interface Naming {
+  /** The model resource name a cached content records (`models/gemini-2.5-flash`). */
+  model(model: string): string;
+  /** The bare model of a cached content's `model` field, or undefined when the form is wrong. */
+  parseModel(name: string): string | undefined;
+  /** A new cached content's name. */
+  newCache(): string;
+  /** A cached content the request names, looked up whatever spelling of its parent it uses. */
+  lookup?(name: string): string;
+}
+
+export const GEMINI_NAMING: Naming = {
+  model: (m) => `models/${m}`,
+  parseModel: (name) => (name.startsWith('models/') ? name.slice(7) : undefined),
+  newCache: () => `cachedContents/${randomBytes(8).toString('hex')}`,
+};
+
 /** Full validation of a generate body; returns the error reply, or the cache it uses. */
-export function validateGenerate(body: any, model: string, state: MockState, models: Set<string>): { error?: Reply; cache?: StoredCache } {
+export function validateGenerate(body: any, model: string, state: MockState, models: Set<string>, naming: Naming = GEMINI_NAMING): { error?: Reply; cache?: StoredCache } {
   if (!models.has(model))
-    return { error: geminiError(404, 'NOT_FOUND', `models/${model} is not found for API version v1beta, or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods.`) };
+    return { error: geminiError(404, 'NOT_FOUND', `${naming.model(model)} is not found for API version v1beta, or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods.`) };
   if (!isObj(body)) return { error: invalid('Invalid JSON payload received. Expected an object.') };
   const shape = checkSpec(body, SPEC.GenerateContentRequest, '');
   if (shape) return { error: shape };
   let cache: StoredCache | undefined;
   const cachedName = field(body, 'cachedContent');
   if (cachedName) {
-    cache = state.caches.get(cachedName);
+    cache = state.caches.get(naming.lookup?.(cachedName) ?? cachedName);
     if (!cache || Date.parse(cache.expireTime) <= Date.now()) return { error: geminiError(403, 'PERMISSION_DENIED', 'CachedContent not found (or permission denied)') };
     if (field(body, 'systemInstruction') || field(body, 'tools') || field(body, 'toolConfig'))
       return { error: invalid('CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config.\n\nProposed fix: move those values to CachedContent from GenerateContent request.') };
-    if (cache.model !== `models/${model}`) return { error: invalid(`Model used by GenerateContent request (models/${model}) and CachedContent (${cache.model}) has to be the same.`) };
+    if (cache.model !== naming.model(model)) return { error: invalid(`Model used by GenerateContent request (${naming.model(model)}) and CachedContent (${cache.model}) has to be the same.`) };
   }
   const contents = field(body, 'contents');
   if (!Array.isArray(contents) || contents.length === 0) return { error: invalid('* GenerateContentRequest.contents: contents is not specified\n', 'contents') };
@@ -586,34 +608,48 @@ export function streamFrames(full: any, model: string): string[] {
 // ---------------------------------------------------------------------------
 // Cached contents.
 
-function createCache(body: any, state: MockState, models: Set<string>, minCacheTokens?: number): Reply {
+/** POST cachedContents: checks the body as Google does and stores the cache under a name from `naming`. */
+export function createCache(body: any, state: MockState, models: Set<string>, minCacheTokens?: number, naming: Naming = GEMINI_NAMING): Reply {
   const shape = checkSpec(body, SPEC.CachedContent, '');
   if (shape) return shape;
   const model = String(field(body, 'model') ?? '');
-  if (!model.startsWith('models/')) return invalid('* CreateCachedContentRequest.cached_content.model: model must be of the form models/{model}\n', 'cached_content.model');
-  if (!models.has(model.slice(7))) return geminiError(404, 'NOT_FOUND', `${model} is not found for API version v1beta, or is not supported for createCachedContent.`);
+  const bare = naming.parseModel(model);
+  if (bare === undefined) return invalid(`* CreateCachedContentRequest.cached_content.model: model must be of the form ${naming.model('{model}')}\n`, 'cached_content.model');
+  if (!models.has(bare)) return geminiError(404, 'NOT_FOUND', `${model} is not found for API version v1beta, or is not supported for createCachedContent.`);
   const ttl = field(body, 'ttl');
   if (ttl !== undefined && !/^\d+(\.\d{1,9})?s$/.test(ttl)) return invalid(`Invalid value at 'cached_content.ttl' (type.googleapis.com/google.protobuf.Duration), "${ttl}"`, 'cached_content.ttl');
   const contents = field(body, 'contents') ?? [];
   const si = field(body, 'systemInstruction');
   const tools = field(body, 'tools');
-  const err = (si ? checkParts(field(si, 'parts'), 'system_instruction', state) : undefined) ?? checkContents(contents, state, model.slice(7)) ?? checkTools(tools, field(body, 'toolConfig'));
+  const err = (si ? checkParts(field(si, 'parts'), 'system_instruction', state) : undefined) ?? checkContents(contents, state, bare) ?? checkTools(tools, field(body, 'toolConfig'));
   if (err) return err;
   const tokens = estimateTokens([contents, si, tools]);
-  const min = minCacheTokens ?? modelInfo(model.slice(7)).minCache;
+  const min = minCacheTokens ?? modelInfo(bare).minCache;
   if (tokens < min) return invalid(`Cached content is too small. total_token_count=${tokens}, min_total_token_count=${min}`);
   const now = Date.now();
   const seconds = ttl ? Number(ttl.slice(0, -1)) : 3600;
   const cache: StoredCache = {
-    name: `cachedContents/${randomBytes(8).toString('hex')}`,
-    model, contents, systemInstruction: si, tools, toolConfig: field(body, 'toolConfig'), tokens,
+    name: naming.newCache(),
+    model: naming.model(bare), contents, systemInstruction: si, tools, toolConfig: field(body, 'toolConfig'), tokens,
     createTime: new Date(now).toISOString(), expireTime: new Date(now + seconds * 1000).toISOString(),
   };
   state.caches.set(cache.name, cache);
   return { status: 200, json: cacheView(cache) };
 }
 
-const cacheView = (c: StoredCache) => ({ name: c.name, model: c.model, createTime: c.createTime, updateTime: c.createTime, expireTime: c.expireTime, displayName: '', usageMetadata: { totalTokenCount: c.tokens } });
+/** GET or DELETE of a cached content by its stored name (undefined for another method). */
+export function cacheResource(method: string, name: string, state: MockState): Reply | undefined {
+  const c = state.caches.get(name);
+  if (method !== 'GET' && method !== 'DELETE') return undefined;
+  if (!c || Date.parse(c.expireTime) <= Date.now()) return geminiError(403, 'PERMISSION_DENIED', 'CachedContent not found (or permission denied)');
+  if (method === 'DELETE') {
+    state.caches.delete(name);
+    return { status: 200, json: {} };
+  }
+  return { status: 200, json: cacheView(c) };
+}
+
+export const cacheView = (c: StoredCache) => ({ name: c.name, model: c.model, createTime: c.createTime, updateTime: c.createTime, expireTime: c.expireTime, displayName: '', usageMetadata: { totalTokenCount: c.tokens } });
 
 // ---------------------------------------------------------------------------
 // The server.
@@ -633,6 +669,22 @@ export interface StreamFailure {
   /** Normal events sent before the error event. */
   afterEvents: number;
   error?: { code: number; message: string; status: string };
+}
+
+/**
+ * The answer of generateContent (JSON), or of streamGenerateContent: SSE with
+ * `alt=sse`, else one JSON array; a queued failure ends the stream with an
+ * error event as Google does.
+ */
+export function generateReply(full: any, model: string, stream: boolean, alt: string | null, failure?: StreamFailure): Reply {
+  if (!stream) return { status: 200, json: full };
+  if (alt !== 'sse') return { status: 200, json: [full] };
+  const frames = streamFrames(full, model);
+  if (failure) {
+    const err = failure.error ?? { code: 500, message: 'An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting', status: 'INTERNAL' };
+    return { status: 200, headers: { 'content-disposition': 'attachment' }, sse: [...frames.slice(0, failure.afterEvents), `data: ${JSON.stringify({ error: err })}\r\n\r\n`] };
+  }
+  return { status: 200, headers: { 'content-disposition': 'attachment' }, sse: frames };
 }
 
 export interface GeminiMock extends MockServer {
@@ -687,29 +739,15 @@ export async function startGeminiMock(opts: GeminiMockOptions = {}): Promise<Gem
       const { error, cache } = validateGenerate(req.body, model, state, models);
       if (error) return error;
       const full = opts.respond?.(model, req.body, state) ?? generateResponse(req.body, cache, model, state);
-      if (g[2] === 'generateContent') return { status: 200, json: full };
-      if (req.query.get('alt') !== 'sse') return { status: 200, json: [full] };
-      const frames = streamFrames(full, model);
-      const f = streamFailures.shift();
-      if (f) {
-        const err = f.error ?? { code: 500, message: 'An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting', status: 'INTERNAL' };
-        return { status: 200, headers: { 'content-disposition': 'attachment' }, sse: [...frames.slice(0, f.afterEvents), `data: ${JSON.stringify({ error: err })}\r\n\r\n`] };
-      }
-      return { status: 200, headers: { 'content-disposition': 'attachment' }, sse: frames };
+      const stream = g[2] === 'streamGenerateContent';
+      return generateReply(full, model, stream, req.query.get('alt'), stream && req.query.get('alt') === 'sse' ? streamFailures.shift() : undefined);
     }
     const ct = COUNT.exec(req.path);
     if (ct && req.method === 'POST') return countTokens(req.body, decodeURIComponent(ct[1]), state, models);
     if (req.path === '/v1beta/cachedContents' && req.method === 'POST') return createCache(req.body, state, models, opts.minCacheTokens);
     const cm = /^\/v1beta\/(cachedContents\/[^/]+)$/.exec(req.path);
-    if (cm) {
-      const c = state.caches.get(cm[1]);
-      if (!c || Date.parse(c.expireTime) <= Date.now()) return geminiError(403, 'PERMISSION_DENIED', 'CachedContent not found (or permission denied)');
-      if (req.method === 'GET') return { status: 200, json: cacheView(c) };
-      if (req.method === 'DELETE') {
-        state.caches.delete(cm[1]);
-        return { status: 200, json: {} };
-      }
-    }
+    const found = cm ? cacheResource(req.method, cm[1], state) : undefined;
+    if (found) return found;
     return geminiError(404, 'NOT_FOUND', `The requested URL ${req.path} was not found on this server.`);
   };
 
