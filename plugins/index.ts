@@ -9,11 +9,12 @@ import debug from './debug/index.js';
 import openai from './openai/index.js';
 import anthropic from './anthropic/index.js';
 import google from './google/index.js';
+import vertex from './vertex/index.js';
 
 export function builtins(): BuiltinRegistry {
   return {
     pipeline: { auth, analytics, route, normalize, debug },
     defaultPipeline: ['auth', 'analytics', 'route', 'normalize', 'debug'],
-    providers: [openai(), anthropic(), google()],
+    providers: [openai(), anthropic(), google(), vertex()],
   };
 }

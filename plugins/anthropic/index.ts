@@ -4,12 +4,12 @@
 // (response.ts, stream.ts); errors keep their HTTP status (errors.ts).
 import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../src/types.js';
-import { upstreamJson, upstreamEvents, joinUrl, tokenCount } from '../../src/provider.js';
+import { upstreamJson, upstreamEvents, joinUrl, tokenCount, type ErrorMapper } from '../../src/provider.js';
 import { toAnthropic } from './request.js';
 import { fromAnthropic } from './response.js';
 import { anthropicChunks } from './stream.js';
 import { anthropicError } from './errors.js';
-import type { MessagesResponse } from './wire.js';
+import type { MessagesRequest, MessagesResponse } from './wire.js';
 
 /** The API version this mapping is written against (https://docs.anthropic.com/en/api/versioning). */
 export const ANTHROPIC_VERSION = '2023-06-01';
@@ -35,6 +35,25 @@ export function messagesUrl(base: string): string {
 const COUNT_FIELDS = ['model', 'messages', 'system', 'tools', 'tool_choice', 'thinking'] as const;
 
 /**
+ * Where a Claude model is served and how: Anthropic's Messages API, or a
+ * cloud that takes the same body with changes (Vertex AI's rawPredict,
+ * plugins/vertex). The mapping (request.ts, response.ts, stream.ts) is shared.
+ */
+export interface ClaudeSite {
+  url(stream: boolean): string;
+  headers: Record<string, string>;
+  /** The Messages body as this site wants it (pure; e.g. the model moved to the URL). */
+  adapt?(body: MessagesRequest): Record<string, unknown>;
+  mapError: ErrorMapper;
+}
+
+/** Anthropic's own API: POST {base}/v1/messages, the key in x-api-key. */
+export function anthropicSite(call: ProviderCall<unknown>): ClaudeSite {
+  const url = messagesUrl(call.provider.base_url);
+  return { url: () => url, headers: headers(call), mapError: anthropicError };
+}
+
+/**
  * Anthropic has no `n`: make n requests at once and merge their choices
  * (indexes 0..n-1, usage summed, since each request pays its prompt). The
  * chat validator already refuses n > 1 with `stream`. One failure fails the
@@ -42,7 +61,7 @@ const COUNT_FIELDS = ['model', 'messages', 'system', 'tools', 'tool_choice', 'th
  */
 const FAN_OUT = 8;
 
-async function fanOut(call: ProviderCall<ChatRequest>, n: number): Promise<ChatCompletion> {
+async function fanOut(call: ProviderCall<ChatRequest>, site: ClaudeSite, n: number): Promise<ChatCompletion> {
   const one: ChatRequest = { ...call.request, n: undefined };
   // At most FAN_OUT requests in flight: n may be up to 128, and a burst that
   // size would meet the provider's rate limit rather than serve faster.
@@ -52,8 +71,8 @@ async function fanOut(call: ProviderCall<ChatRequest>, n: number): Promise<ChatC
     for (let i = next++; i < n; i = next++) {
       // Every copy makes the same notes: record the first copy's only.
       const { body, plan } = toAnthropic(one, call.model, i === 0 ? call.note : () => {}, false);
-      const url = messagesUrl(call.provider.base_url);
-      results[i] = fromAnthropic(await upstreamJson<MessagesResponse>(call, { url, headers: headers(call), body, mapError: anthropicError }), plan);
+      const o = { url: site.url(false), headers: site.headers, body: site.adapt ? site.adapt(body) : body, mapError: site.mapError };
+      results[i] = fromAnthropic(await upstreamJson<MessagesResponse>(call, o), plan);
     }
   };
   await Promise.all(Array.from({ length: Math.min(n, FAN_OUT) }, worker));
@@ -74,6 +93,16 @@ async function fanOut(call: ProviderCall<ChatRequest>, n: number): Promise<ChatC
   return merged;
 }
 
+/** Chat completions on a Claude model at `site`. */
+export async function claudeChat(call: ProviderCall<ChatRequest>, site: ClaudeSite): Promise<ChatOutcome> {
+  const n = call.request.n ?? 1;
+  if (n > 1 && !call.stream) return { kind: 'json', body: await fanOut(call, site, n) };
+  const { body, plan } = toAnthropic(call.request, call.model, call.note, call.stream);
+  const o = { url: site.url(call.stream), headers: site.headers, body: site.adapt ? site.adapt(body) : body, mapError: site.mapError };
+  if (call.stream) return { kind: 'stream', chunks: anthropicChunks(await upstreamEvents(call, o), plan) };
+  return { kind: 'json', body: fromAnthropic(await upstreamJson<MessagesResponse>(call, o), plan) };
+}
+
 export default function anthropic(): ProviderPlugin {
   return {
     kind: 'provider',
@@ -81,14 +110,7 @@ export default function anthropic(): ProviderPlugin {
     families: {
       anthropic: { defaultBaseUrl: 'https://api.anthropic.com', env: { apiKey: 'ANTHROPIC_API_KEY', baseUrl: 'ANTHROPIC_BASE_URL' } },
     },
-    async chat(call: ProviderCall<ChatRequest>): Promise<ChatOutcome> {
-      const n = call.request.n ?? 1;
-      if (n > 1 && !call.stream) return { kind: 'json', body: await fanOut(call, n) };
-      const { body, plan } = toAnthropic(call.request, call.model, call.note, call.stream);
-      const o = { url: messagesUrl(call.provider.base_url), headers: headers(call), body, mapError: anthropicError };
-      if (call.stream) return { kind: 'stream', chunks: anthropicChunks(await upstreamEvents(call, o), plan) };
-      return { kind: 'json', body: fromAnthropic(await upstreamJson<MessagesResponse>(call, o), plan) };
-    },
+    chat: (call) => claudeChat(call, anthropicSite(call)),
     async countTokens(call) {
       const chat = call.request.chat;
       if (!chat) return null;

@@ -13,6 +13,7 @@ import type { ProviderCall } from '../../src/plugin.js';
 import { UpstreamError, upstreamJson } from '../../src/provider.js';
 import type { CachedContent, CachedContentCreate } from './wire.js';
 import { geminiError, parseDuration } from './errors.js';
+import type { GeminiSite } from './index.js';
 
 const STORE = 'google.cachedContents';
 const MAX_ENTRIES = 512;
@@ -58,14 +59,9 @@ export interface CacheResult {
 }
 
 /** Find or create the cached content for a prefix. Never throws for an upstream refusal: the caller sends the request uncached. */
-export async function ensureCachedContent(
-  call: ProviderCall<unknown>,
-  base: string,
-  headers: Record<string, string>,
-  create: CachedContentCreate,
-): Promise<CacheResult> {
+export async function ensureCachedContent(call: ProviderCall<unknown>, site: GeminiSite, create: CachedContentCreate): Promise<CacheResult> {
   const store = storeOf(call.shared);
-  const key = cacheKey(call.provider.name, base, create);
+  const key = cacheKey(call.provider.name, site.cachesUrl, create);
   const ttlMs = parseDuration(create.ttl) ?? 600_000;
   // Stop using an entry a little before Google expires it, so that a request in flight does not miss.
   const margin = Math.min(10_000, ttlMs / 4);
@@ -80,7 +76,7 @@ export async function ensureCachedContent(
 
   const pending = (async (): Promise<Outcome> => {
     try {
-      const res = await upstreamJson<CachedContent>(call, { url: `${base}/cachedContents`, headers, body: create, mapError: geminiError });
+      const res = await upstreamJson<CachedContent>(call, { url: site.cachesUrl, headers: site.headers, body: create, mapError: geminiError });
       if (typeof res.name !== 'string' || !res.name) throw new Error('no name in the cachedContents answer');
       const expiresAt = Date.parse(res.expireTime ?? '') || Date.now() + ttlMs;
       store.set(key, { name: res.name, expiresAt });

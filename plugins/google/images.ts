@@ -22,7 +22,7 @@ import type { ProviderCall, NativeOutcome } from '../../src/plugin.js';
 import type { NormalizationEntry } from '../../src/types.js';
 import { upstreamJson, unparseable, UpstreamError } from '../../src/provider.js';
 import { geminiError, reclassify } from './errors.js';
-import { apiBase, googleHeaders, modelPath } from './index.js';
+import type { GeminiSite } from './index.js';
 
 type Note = (e: NormalizationEntry) => void;
 type Format = 'png' | 'jpeg' | 'webp';
@@ -287,29 +287,24 @@ function result(req: Req, images: Image[], note: Note, usage?: Usage): Record<st
 // ---------------------------------------------------------------------------
 // The calls.
 
-/** `{base}/v1beta/models/{m}:{method}`, the key in x-goog-api-key (as the chat path does, index.ts). */
-function modelUrl(call: ProviderCall<unknown>, model: string, method: string): string {
-  return `${apiBase(call.provider.base_url)}/models/${modelPath(model)}:${method}`;
-}
-
-async function post<T>(call: ProviderCall<unknown>, url: string, body: unknown): Promise<T> {
+async function post<T>(call: ProviderCall<unknown>, site: GeminiSite, url: string, body: unknown): Promise<T> {
   try {
-    return await upstreamJson<T>(call, { url, headers: googleHeaders(call), body, mapError: geminiError });
+    return await upstreamJson<T>(call, { url, headers: site.headers, body, mapError: geminiError });
   } catch (err) {
     throw reclassify(err);
   }
 }
 
-async function viaGenerateContent(call: ProviderCall<Record<string, unknown>>, req: Req): Promise<Record<string, unknown>> {
+async function viaGenerateContent(call: ProviderCall<Record<string, unknown>>, site: GeminiSite, req: Req): Promise<Record<string, unknown>> {
   const body = toGenerateContent(req, call.note);
-  const url = modelUrl(call, req.model, 'generateContent');
+  const url = site.modelUrl(req.model, 'generateContent');
   const n = (req.n as number | null | undefined) ?? 1;
   // One image per call (these models refuse candidateCount > 1): n calls at
   // once; the first failure aborts the others and fails the attempt.
   const group = new AbortController();
   const signal = AbortSignal.any([call.signal, group.signal]);
   const one = async () => {
-    const r = await post<GeminiImageResponse>({ ...call, signal }, url, body);
+    const r = await post<GeminiImageResponse>({ ...call, signal }, site, url, body);
     return { image: imageOfResponse(req.model, r), usage: imageUsage(r.usageMetadata) };
   };
   let outs: { image: Image; usage: Usage }[];
@@ -322,8 +317,8 @@ async function viaGenerateContent(call: ProviderCall<Record<string, unknown>>, r
   return result(req, outs.map((o) => o.image), call.note, outs.map((o) => o.usage).reduce(addUsage));
 }
 
-async function viaPredict(call: ProviderCall<Record<string, unknown>>, req: Req): Promise<Record<string, unknown>> {
-  const r = await post<PredictResponse>(call, modelUrl(call, req.model, 'predict'), toPredict(req, call.note));
+async function viaPredict(call: ProviderCall<Record<string, unknown>>, site: GeminiSite, req: Req): Promise<Record<string, unknown>> {
+  const r = await post<PredictResponse>(call, site, site.modelUrl(req.model, 'predict'), toPredict(req, call.note));
   const predictions = Array.isArray(r.predictions) ? r.predictions : [];
   const images: Image[] = predictions
     .filter((p) => typeof p.bytesBase64Encoded === 'string' && p.bytesBase64Encoded.length > 0)
@@ -346,9 +341,9 @@ export function isImagen(model: string): boolean {
   return /^(models\/)?imagen-/.test(model);
 }
 
-/** The google provider plugin's `images` hook. */
-export async function geminiImages(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome> {
+/** The `images` hook of a provider serving Google's image models at `site` (the Gemini API, Vertex AI). */
+export async function geminiImages(call: ProviderCall<Record<string, unknown>>, site: GeminiSite): Promise<NativeOutcome> {
   const req = call.request as Req;
-  const body = isImagen(req.model) ? await viaPredict(call, req) : await viaGenerateContent(call, req);
+  const body = isImagen(req.model) ? await viaPredict(call, site, req) : await viaGenerateContent(call, site, req);
   return { kind: 'json', body };
 }

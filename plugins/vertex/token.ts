@@ -138,15 +138,24 @@ export class TokenSource {
     if (this.cached?.token === token) this.cached = undefined;
   }
 
+  /**
+   * The upstream refused a token of this source: drop the cached one. At
+   * worst a token fetched meanwhile is dropped too and fetched again.
+   */
+  invalidateCurrent(): void {
+    this.cached = undefined;
+  }
+
   private async refresh(): Promise<Cached> {
     this.requests++;
     const form = new URLSearchParams({ grant_type: JWT_BEARER_GRANT, assertion: signAssertion(this.account, this.opts.scope) }).toString();
     const started = (this.opts.now ?? Date.now)();
     let res: { status: number; text: string };
+    const signal = AbortSignal.timeout(this.opts.timeoutMs);
     try {
-      res = await this.post(this.account.tokenUri, form, AbortSignal.timeout(this.opts.timeoutMs));
+      res = await this.post(this.account.tokenUri, form, signal);
     } catch (err) {
-      const timedOut = (err as Error).name === 'TimeoutError' || (err as { code?: string }).code === 'ETIMEDOUT_FIRST_BYTE';
+      const timedOut = signal.aborted || (err as { code?: string }).code === 'ETIMEDOUT_FIRST_BYTE';
       throw new TransportError(
         timedOut ? `the OAuth token endpoint did not answer within ${this.opts.timeoutMs} ms` : `the OAuth token request failed (${(err as Error).message})`,
         timedOut ? 'ETIMEDOUT_TOKEN' : 'ETOKEN',
