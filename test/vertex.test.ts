@@ -420,3 +420,25 @@ t.test('URLs, the rawPredict body and error shapes, unit level', async (t) => {
   t.match(claudeOnVertexError(429, vertexRateLimitBody(), ''), { error: { type: 'rate_limit_error', code: 'resource_exhausted' } });
   t.match(claudeOnVertexError(400, { type: 'error', error: { type: 'invalid_request_error', message: 'messages: bad' } }, ''), { error: { type: 'invalid_request_error', message: 'messages: bad' } });
 });
+
+t.test('the shipped gateway.yaml with only Vertex credentials: Claude and Gemini served by Vertex on the global host', async (t) => {
+  const { readFileSync, mkdtempSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const yaml = readFileSync(new URL('../../gateway.yaml', import.meta.url), 'utf8');
+  const db = path.join(mkdtempSync(path.join(tmpdir(), 'vertex-shipped-')), 'responses.sqlite');
+  const g = await startGateway(yaml, { GOOGLE_APPLICATION_CREDENTIALS: keyFile, VERTEX_BASE_URL: vx.url, GATEWAY_RESPONSES_DB: db });
+  t.teardown(() => g.close());
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  for (const [model, path] of [
+    ['anthropic/claude-sonnet-4-5', '/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict'],
+    ['anthropic/claude-haiku-4-5', '/publishers/anthropic/models/claude-haiku-4-5@20251001:rawPredict'],
+    ['google/gemini-2.5-flash', '/publishers/google/models/gemini-2.5-flash:generateContent'],
+    ['google/gemini-2.5-pro', '/publishers/google/models/gemini-2.5-pro:generateContent'],
+  ]) {
+    const r: any = await c.chat.completions.create({ model, messages: [{ role: 'user', content: `shipped ${model}` }], debug: ['routing'] } as any);
+    t.equal(r.choices[0].message.content, `Echo: shipped ${model}`);
+    t.equal(last().path, `/v1/projects/${vx.project}/locations/global${path}`);
+    t.match(r.extra.routing.attempts, [{ status: 'skipped' }, { provider: 'vertex', region: 'global', status: 'succeeded' }], `${model}: the direct provider without a key is skipped`);
+  }
+});
