@@ -29,7 +29,8 @@ import { claudeOnVertexError } from './errors.js';
 export const VertexOptions = v.strictObject({
   /** A service-account key file (JSON), as Google's console writes it. */
   credentials_file: v.optional(v.pipe(v.string(), v.minLength(1, 'must not be empty'))),
-  project: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9-]{3,61}[a-z0-9]$|^\d+$/, 'must be a Google Cloud project id or number'))),
+  // Project ids: 6 to 30 lowercase letters, digits and hyphens (legacy ones scoped by a domain, `example.com:my-project`); or a project number.
+  project: v.optional(v.pipe(v.string(), v.regex(/^([a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$|^\d+$/, 'must be a Google Cloud project id or number'))),
   location: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9-]+$/, 'must be a Vertex AI location such as us-central1, europe-west4 or global'))),
 });
 type Options = v.InferOutput<typeof VertexOptions>;
