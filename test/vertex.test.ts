@@ -442,3 +442,16 @@ t.test('the shipped gateway.yaml with only Vertex credentials: Claude and Gemini
     t.match(r.extra.routing.attempts, [{ status: 'skipped' }, { provider: 'vertex', region: 'global', status: 'succeeded' }], `${model}: the direct provider without a key is skipped`);
   }
 });
+
+t.test('input token counts: Vertex :countTokens for Gemini (prompt fields at the top level), Claude counted locally', async (t) => {
+  const g = await client.responses.inputTokens.count({ model: FLASH, input: 'Count these words please', instructions: 'Be terse.', tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false }] } as any);
+  t.ok(g.input_tokens > 0);
+  const rec = last();
+  t.equal(rec.path, `${base}/google/models/gemini-2.5-flash:countTokens`);
+  t.ok(rec.body.contents && rec.body.systemInstruction && rec.body.tools, 'contents, systemInstruction and tools at the top level');
+  t.notOk(rec.body.generateContentRequest, "not the Gemini API's wrapper");
+  const before = upstream().length;
+  const c = await client.responses.inputTokens.count({ model: SONNET, input: 'Count these words please' });
+  t.ok(c.input_tokens > 0);
+  t.equal(upstream().length, before, 'no upstream call for Claude');
+});

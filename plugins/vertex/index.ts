@@ -134,7 +134,7 @@ export default function vertex(): ProviderPlugin {
       });
     },
     // POST /v1/responses/input_tokens: Vertex's :countTokens for Google's models;
-    // Claude is counted locally (null), Vertex's count-tokens model being a separate opt-in.
+    // Claude is counted locally (null): Vertex's Claude token count is a separate endpoint this plugin does not call.
     countTokens(call: ProviderCall<CountRequest>): Promise<number | null> {
       const model = call.request.chat?.model;
       if (!model || isClaude(model)) return Promise.resolve(null);
