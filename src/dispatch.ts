@@ -6,6 +6,7 @@
 // once. At most `routing.max_attempts` (≤ 3) upstream calls in all.
 import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, ProviderCall, Target } from './plugin.js';
 import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
+import type { RoutingAttempt } from './types.js';
 import type { Transport } from './upstream.js';
 import { TransportError } from './upstream.js';
 import { UpstreamError, MappedEvents } from './provider.js';
@@ -68,13 +69,23 @@ function pickDeployment(ctx: RequestContext, target: Target, health: Health): { 
     const provider = ctx.config.providers.get(deployment.provider)!;
     return provider.missing_credentials === undefined ? { deployment, provider } : undefined;
   }
-  const options: { deployment: DeploymentConfig; provider: ProviderConfig }[] = [];
-  for (const deployment of m.deployments) {
+  const options: { deployment: DeploymentConfig; provider: ProviderConfig; index: number }[] = [];
+  const skipped: { index: number; attempt: RoutingAttempt }[] = [];
+  m.deployments.forEach((deployment, index) => {
     const provider = ctx.config.providers.get(deployment.provider)!;
-    if (provider.missing_credentials === undefined) options.push({ deployment, provider });
-    else ctx.attempts.push({ provider: provider.name, region: regionOf(deployment, provider), status: 'skipped', model: m.id, latency_ms: 0, error: provider.missing_credentials });
+    if (provider.missing_credentials === undefined) options.push({ deployment, provider, index });
+    else skipped.push({ index, attempt: { provider: provider.name, region: regionOf(deployment, provider), status: 'skipped', model: m.id, latency_ms: 0, error: provider.missing_credentials } });
+  });
+  const pick = (o: (typeof options)[number]) => {
+    // In order, only the deployments ahead of the one chosen were passed over
+    // (a later one would not have been tried anyway); by weight, any could have been.
+    for (const s of skipped) if (m.routing === 'weighted' || s.index < o.index) ctx.attempts.push(s.attempt);
+    return { deployment: o.deployment, provider: o.provider };
+  };
+  if (!options.length) {
+    for (const s of skipped) ctx.attempts.push(s.attempt);
+    return undefined;
   }
-  if (!options.length) return undefined;
   const live = options.filter((o) => !health.isCooling(m.id, o.deployment, regionOf(o.deployment, o.provider)));
   const pool = live.length ? live : options;
   if (m.routing === 'weighted' && pool.length > 1) {
@@ -82,10 +93,10 @@ function pickDeployment(ctx: RequestContext, target: Target, health: Health): { 
     let r = Math.random() * total;
     for (const o of pool) {
       r -= o.deployment.weight ?? 1;
-      if (r < 0) return o;
+      if (r < 0) return pick(o);
     }
   }
-  return pool[0];
+  return pick(pool[0]);
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
