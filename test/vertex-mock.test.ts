@@ -16,8 +16,6 @@ import { TokenSource, parseServiceAccount, readServiceAccount, signAssertion, Cr
 import { UpstreamError } from '../src/provider.js';
 import { TransportError } from '../src/upstream.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
 const mock = await startVertexMock({ minCacheTokens: 50 });
 t.teardown(() => mock.close());
 const LOCATION = 'us-central1';

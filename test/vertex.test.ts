@@ -18,8 +18,6 @@ import { builtins } from '../plugins/index.js';
 import { apiRoot, claudeUrl, locationBaseUrl, toRawPredict } from '../plugins/vertex/request.js';
 import { claudeOnVertexError } from '../plugins/vertex/errors.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
 const vx = await startVertexMock({ minCacheTokens: 200 });
 const oai = await startOpenAIMock();
 const keyFile = vx.writeKeyFile();

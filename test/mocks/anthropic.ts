@@ -462,7 +462,7 @@ function streamFrames(id: string, served: string, p: ReturnType<typeof plan>, us
 }
 
 /** The validation of a Messages body as an error reply in Anthropic's shape, or undefined when it passes. */
-export function checkMessages(body: any, counting = false): Reply | undefined { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function checkMessages(body: any, counting = false): Reply | undefined {
   try {
     validateMessages(body, counting);
     return undefined;
@@ -478,7 +478,7 @@ export function checkMessages(body: any, counting = false): Reply | undefined { 
  * so). `cache` holds the prompt-cache prefixes seen so far. `served` is the
  * model the answer reports (the dated snapshot by default).
  */
-export function answerMessages(body: any, cache: Map<string, number>, fault?: StreamErrorFault, served = ANTHROPIC_MODELS[body.model]): Reply { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function answerMessages(body: any, cache: Map<string, number>, fault?: StreamErrorFault, served = ANTHROPIC_MODELS[body.model]): Reply {
   const p = plan(body);
   const usage = usageFor(body, p.content, cache);
   const id = msgId();

@@ -55,8 +55,6 @@ import {
 import { geminiImageReply, imagenReply, GEMINI_IMAGE_MODELS } from './gemini-images.js';
 import { checkMessages, answerMessages, anthropicErrorReply, type StreamErrorFault } from './anthropic.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
 export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
 export const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
