@@ -64,7 +64,7 @@ models:
     deployments: [{ provider: vertex, model: gemini-2.5-pro }]
   - id: ${SONNET}
     endpoints: [chat_completions, responses]
-    capabilities: { tools: true }
+    capabilities: { tools: true, thinking: true }
     max_output_tokens: 64000
     deployments: [{ provider: vertex, model: claude-sonnet-4-5@20250929 }]
   - id: ${HAIKU}
@@ -75,6 +75,11 @@ models:
     endpoints: [images_generations]
     modalities: { input: [text], output: [image] }
     deployments: [{ provider: vertex, model: imagen-4.0-generate-001 }]
+  - id: google/gemini-image
+    endpoints: [images_generations]
+    modalities: { input: [text, image], output: [image, text] }
+    capabilities: { max_images: 4 }
+    deployments: [{ provider: vertex, model: gemini-2.5-flash-image }]
   - id: google/gemini-badkey
     deployments: [{ provider: vertex-badkey, model: gemini-2.5-flash }]
   - id: openai/gpt-4.1-mini
@@ -190,6 +195,60 @@ t.test('images: Imagen on :predict', async (t) => {
   t.ok(Buffer.from(r.data![0].b64_json!, 'base64').length > 0);
   t.equal(last().path, `${base}/google/models/imagen-4.0-generate-001:predict`);
   t.equal(last().body.parameters.sampleCount, 2);
+});
+
+t.test('images: a Gemini image model on generateContent, one call per image', async (t) => {
+  const r = await client.images.generate({ model: 'google/gemini-image', prompt: 'a blue circle', n: 2, size: '1024x1024' });
+  t.equal(r.data?.length, 2);
+  const calls = upstream().filter((x) => x.path === `${base}/google/models/gemini-2.5-flash-image:generateContent`);
+  t.equal(calls.length, 2);
+  t.same(calls[0].body.generationConfig, { responseModalities: ['IMAGE'], imageConfig: { aspectRatio: '1:1' } });
+  t.ok((r as any).usage?.output_tokens > 0, 'image usage from usageMetadata');
+});
+
+t.test('Claude on Vertex: thinking with a signed block sent back, n fanned out', async (t) => {
+  const first: any = await client.chat.completions.create({ model: SONNET, messages: [{ role: 'user', content: 'think first' }], reasoning_effort: 'low' } as any);
+  t.match(first.choices[0].message.reasoning_content, /think first/);
+  t.match(last().body.thinking, { type: 'enabled', budget_tokens: Number });
+  const again = await client.chat.completions.create({ model: SONNET, messages: [{ role: 'user', content: 'think first' }, first.choices[0].message, { role: 'user', content: 'and again' }], reasoning_effort: 'low' } as any);
+  t.equal(again.choices[0].message.content, 'Echo: and again', 'the signed thinking block verified upstream');
+  const n: any = await client.chat.completions.create({ model: HAIKU, messages: [{ role: 'user', content: 'two please' }], n: 2 });
+  t.equal(n.choices.length, 2);
+  t.equal(upstream().filter((x) => x.path.endsWith('claude-haiku-4-5@20251001:rawPredict')).length, 2);
+});
+
+t.test('mid-stream errors: an error frame, no [DONE]', async (t) => {
+  vx.failStream({ afterEvents: 1 });
+  const g = await client.chat.completions.create({ model: FLASH, messages: [{ role: 'user', content: 'one two three four five six' }], stream: true });
+  let text = '';
+  await t.rejects(
+    (async () => {
+      for await (const c of g) text += c.choices[0]?.delta?.content ?? '';
+    })(),
+    /internal error/i,
+  );
+  t.ok(text.length > 0, 'what came before the error reached the client');
+  vx.claudeStreamError({ afterEvents: 4 });
+  const c = await client.chat.completions.create({ model: SONNET, messages: [{ role: 'user', content: 'one two three four five six' }], stream: true });
+  await t.rejects(
+    (async () => {
+      for await (const x of c) void x;
+    })(),
+    /Overloaded/,
+  );
+});
+
+t.test('a client that leaves mid-stream: the upstream stream is cut at once', async (t) => {
+  for (const model of [FLASH, SONNET]) {
+    vx.reset();
+    vx.sseDelayMs = 300;
+    const stream = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'a long answer with many many words to stream slowly' }], stream: true });
+    for await (const c of stream) {
+      if (c.choices[0]?.delta?.content) break;
+    }
+    await until(() => upstream().at(-1)!.aborted, 5000);
+    t.ok(upstream().at(-1)!.aborted, `${model}: upstream closed`);
+  }
 });
 
 t.test('Responses API plain and streamed, on Gemini and Claude', async (t) => {

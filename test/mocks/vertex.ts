@@ -111,6 +111,8 @@ export interface VertexMock extends MockServer {
   readonly tokenRequests: number;
   /** Lifetime of the tokens issued from now on, in seconds. */
   tokenTtlSeconds: number;
+  /** Pause between the events of every stream from now on (0: none). */
+  sseDelayMs: number;
   /** Tokens issued and the time (ms) each expires. */
   tokens: Map<string, number>;
   /** Write a key file to a new temp dir (default: the mock's own account); returns its path. */
@@ -236,7 +238,7 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
   const claudeFaults: StreamErrorFault[] = [];
   let tokenRequests = 0;
   let tokenUrl = '';
-  const self = { tokenTtlSeconds: opts.tokenTtlSeconds ?? 3599 };
+  const self = { tokenTtlSeconds: opts.tokenTtlSeconds ?? 3599, sseDelayMs: 0 };
 
   const issue = (): Reply => {
     const token = `ya29.c.${randomBytes(48).toString('base64url')}`;
@@ -312,7 +314,14 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
     return checkMessages(messages) ?? answerMessages(messages, claudeCache, streaming ? claudeFaults.shift() : undefined, snapshot);
   };
 
+  /** Streams pace their events by self.sseDelayMs (a client can leave mid-stream). */
   const handler = (req: Recorded): Reply => {
+    const reply = route(req);
+    if (reply.sse && self.sseDelayMs) reply.sseDelayMs = self.sseDelayMs;
+    return reply;
+  };
+
+  const route = (req: Recorded): Reply => {
     if (req.path === '/token') {
       tokenRequests++;
       return tokenReply(req, accounts, tokenUrl, issue);
@@ -351,6 +360,7 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
   Object.defineProperties(server, {
     tokenRequests: { get: () => tokenRequests, enumerable: true },
     tokenTtlSeconds: { get: () => self.tokenTtlSeconds, set: (s: number) => void (self.tokenTtlSeconds = s), enumerable: true },
+    sseDelayMs: { get: () => self.sseDelayMs, set: (ms: number) => void (self.sseDelayMs = ms), enumerable: true },
   });
   return Object.assign(server, {
     project,
@@ -377,6 +387,7 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
     reset() {
       reset();
       tokenRequests = 0;
+      self.sseDelayMs = 0;
       streamFailures.length = 0;
       claudeFaults.length = 0;
       claudeCache.clear();
