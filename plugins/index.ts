@@ -10,11 +10,12 @@ import openai from './openai/index.js';
 import anthropic from './anthropic/index.js';
 import google from './google/index.js';
 import vertex from './vertex/index.js';
+import azure from './azure/index.js';
 
 export function builtins(): BuiltinRegistry {
   return {
     pipeline: { auth, analytics, route, normalize, debug },
     defaultPipeline: ['auth', 'analytics', 'route', 'normalize', 'debug'],
-    providers: [openai(), anthropic(), google(), vertex()],
+    providers: [openai(), anthropic(), google(), vertex(), azure()],
   };
 }

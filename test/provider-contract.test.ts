@@ -330,7 +330,7 @@ t.test("the config check runs the family's schema: path and line, values from th
   ]);
   const fromEnv = await problems(config().replace(`    key_id: ${KEY_ID}\n    timeout_ms`, '    timeout_ms'), { ACME_SECRET: SECRET, ACME_KEY_ID: 'k' });
   t.match(fromEnv, [{ path: 'providers.0.key_id', message: /at least 3.*\(from ACME_KEY_ID\)/ }]);
-  const noHost = await problems(config().replace(`    host: ${acmeMock.url}\n    key_id: ${KEY_ID}\n    timeout_ms`, `    key_id: ${KEY_ID}\n    timeout_ms`));
+  const noHost = await problems(config().replace(`    host: ${acmeMock.url}\n    key_id: ${KEY_ID}\n    timeout_ms`, `    key_id: ${KEY_ID}\n    timeout_ms`), { ACME_SECRET: SECRET });
   t.match(noHost, [{ path: 'providers.0.base_url', message: /no default base URL: set base_url/ }]);
   // A built-in family without a schema takes no key of its own.
   const openaiExtra = await problems(config().replace('    api_key: sk-test-openai-0123456789', '    api_key: sk-x\n    project: p1'));

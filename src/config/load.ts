@@ -61,7 +61,8 @@ export interface FamilyDefaults {
   schema?: v.GenericSchema;
   /**
    * Why a provider block cannot call its upstream (no key, no key pair...), or
-   * undefined when it has what it needs. Without this hook, a family whose
+   * undefined when it has what it needs (`base_url` is undefined when none
+   * was given or derived: a provider without credentials needs none). Without this hook, a family whose
    * `env` names an `api_key` variable needs an `api_key`. A provider without
    * credentials is skipped by routing (the model's next deployment serves).
    */
@@ -295,12 +296,15 @@ function resolve(
     for (const k of PROVIDER_KEYS) if ((p as Record<string, unknown>)[k] !== undefined) core[k] = (p as Record<string, unknown>)[k];
     const block = { ...(core as Omit<ProviderBlock, 'options'>), api_key: p.api_key || undefined, options } as ProviderBlock;
     const baseUrl = p.base_url || fam.baseUrl?.(block) || fam.defaultBaseUrl;
-    if (!baseUrl) {
-      problems.push({ path: `providers.${i}.base_url`, line: lineOf(['providers', i]), message: `family ${p.family} has no default base URL: set base_url` });
+    const needsKey = fam.env?.apiKey ?? fam.env?.api_key;
+    const missing = fam.missingCredentials ? fam.missingCredentials({ ...block, base_url: baseUrl }) : needsKey && !block.api_key ? 'no API key configured' : undefined;
+    // Without credentials the provider is skipped by routing: a URL it lacks too (an unset endpoint variable) is no config error.
+    if (!baseUrl && missing === undefined) {
+      const envName = fam.env?.baseUrl ?? fam.env?.base_url;
+      problems.push({ path: `providers.${i}.base_url`, line: lineOf(['providers', i]), message: `family ${p.family} has no default base URL: set base_url${envName ? ` (or ${envName})` : ''}` });
       return;
     }
-    const missing = fam.missingCredentials ? fam.missingCredentials(block) : fam.env?.apiKey && !block.api_key ? 'no API key configured' : undefined;
-    providers.set(p.name, { ...block, base_url: baseUrl.replace(/\/+$/, ''), missing_credentials: missing });
+    providers.set(p.name, { ...block, base_url: (baseUrl ?? '').replace(/\/+$/, ''), missing_credentials: missing });
   });
 
   const models = new Map<string, ModelConfig>();
