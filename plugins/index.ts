@@ -11,11 +11,12 @@ import anthropic from './anthropic/index.js';
 import google from './google/index.js';
 import vertex from './vertex/index.js';
 import azure from './azure/index.js';
+import bedrock from './bedrock/index.js';
 
 export function builtins(): BuiltinRegistry {
   return {
     pipeline: { auth, analytics, route, normalize, debug },
     defaultPipeline: ['auth', 'analytics', 'route', 'normalize', 'debug'],
-    providers: [openai(), anthropic(), google(), vertex(), azure()],
+    providers: [openai(), anthropic(), google(), vertex(), azure(), bedrock()],
   };
 }

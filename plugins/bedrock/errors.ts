@@ -8,7 +8,7 @@
 // The status kept on the UpstreamError decides fallback in the dispatcher:
 // 429 and 5xx fall back, 401/403 (the gateway's AWS credentials were refused)
 // fall back, 400 is the caller's fault and is returned at once.
-import { UpstreamError, statusType } from '../../src/provider.js';
+import { UpstreamError, statusType, type ErrorMapper } from '../../src/provider.js';
 import type { ErrorBody } from '../../src/errors.js';
 import { STREAM_EXCEPTIONS } from './wire.js';
 
@@ -79,10 +79,8 @@ export function withShapeStatus(err: unknown): unknown {
   return m && m.status !== err.status ? new UpstreamError(m.status, err.error, err.retryAfterMs) : err;
 }
 
-/** The ErrorMapper of the bedrock family: it needs the headers (x-amzn-errortype). */
-export function bedrockError(status: number, body: unknown, text: string, headers?: Headers): { error: ErrorBody } {
-  return { error: envelope(status, shapeOf(headers, body), messageOf(status, body, text)).error };
-}
+/** The ErrorMapper of the bedrock family: the shape is in the headers (x-amzn-errortype). */
+export const bedrockError: ErrorMapper = (status, body, text, headers) => ({ error: envelope(status, shapeOf(headers, body), messageOf(status, body, text)).error });
 
 /** An exception event inside a ConverseStream (`:exception-type` throttlingException, …) as an UpstreamError. */
 export function streamException(exceptionType: string, payload: string): UpstreamError {

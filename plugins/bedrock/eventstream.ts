@@ -8,6 +8,7 @@
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import type { SSEEvent } from '../../src/sse.js';
+import type { Framing, FrameParser } from '../../src/provider.js';
 
 export const EVENT_STREAM_CONTENT_TYPE = 'application/vnd.amazon.eventstream';
 
@@ -20,7 +21,7 @@ const PRELUDE_BYTES = 12;
  * for `:message-type: exception`), `data` the payload as text, `headers` the
  * message headers by name.
  */
-export class EventStreamParser {
+export class EventStreamParser implements FrameParser {
   private readonly codec = new EventStreamCodec(toUtf8, fromUtf8);
   private buf: Buffer = Buffer.alloc(0);
 
@@ -37,21 +38,17 @@ export class EventStreamParser {
     this.buf = buf.length ? Buffer.from(buf) : Buffer.alloc(0);
   }
 
-  end(): void {
+  end(_out?: SSEEvent[]): void {
     if (this.buf.length) throw new Error(`the stream ended inside an event-stream message (${this.buf.length} bytes left)`);
   }
 }
 
-function toEvent(m: { headers: Record<string, { type: string; value: unknown }>; body: Uint8Array }): SSEEvent & { headers: Record<string, unknown> } {
+function toEvent(m: { headers: Record<string, { type: string; value: unknown }>; body: Uint8Array }): SSEEvent {
   const headers: Record<string, unknown> = {};
   for (const [name, h] of Object.entries(m.headers)) headers[name] = h.value;
   const type = headers[':message-type'] === 'exception' ? headers[':exception-type'] : headers[':event-type'];
   return { event: typeof type === 'string' ? type : undefined, data: Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength).toString('utf8'), headers };
 }
 
-/** The framing object the provider contract takes (upstreamEvents' `framing`). */
-export const eventStreamFraming = {
-  name: 'aws-eventstream',
-  contentTypes: [EVENT_STREAM_CONTENT_TYPE] as readonly string[],
-  parser: () => new EventStreamParser(),
-};
+/** ConverseStream's framing, for upstreamEvents. */
+export const eventStreamFraming: Framing = { name: 'aws-eventstream', contentTypes: [EVENT_STREAM_CONTENT_TYPE], parser: () => new EventStreamParser() };

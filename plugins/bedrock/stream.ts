@@ -14,9 +14,6 @@ import { finishReason, mapUsage, completionId } from './response.js';
 import { streamException } from './errors.js';
 import type * as W from './wire.js';
 
-/** An event-stream message as the framing hands it over: `event` its type, `headers` the message headers. */
-type StreamEvent = SSEEvent & { headers?: Record<string, unknown> };
-
 type Block = { kind: 'tool'; index: number; args: string } | { kind: 'reasoning'; text: string; signature: string; redacted?: string } | { kind: 'text' };
 
 /** The chunks of a ConverseStream answer, mapped event by event as they arrive (see ConverseChunkMapper). */
@@ -48,7 +45,7 @@ export class ConverseChunkMapper implements EventMapper<ChatChunk> {
     return { id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] };
   }
 
-  step(ev: StreamEvent, out: ChatChunk[]): boolean {
+  step(ev: SSEEvent, out: ChatChunk[]): boolean {
     const kind = ev.headers?.[':message-type'];
     if (kind === 'exception') throw streamException(String(ev.headers?.[':exception-type'] ?? ev.event ?? ''), ev.data);
     if (kind === 'error') throw streamException(String(ev.headers?.[':error-code'] ?? 'internalServerException'), JSON.stringify({ message: ev.headers?.[':error-message'] }));

@@ -83,7 +83,7 @@ export interface BedrockRecorded {
   modelId: string;
   stream: boolean;
   headers: http.IncomingHttpHeaders;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  body: any;
   raw: Buffer;
   /** The gateway closed the connection before the answer ended. */
   aborted: boolean;
@@ -187,7 +187,7 @@ const SIGNING_KEY = randomBytes(32);
 export const signReasoning = (text: string) => createHmac('sha256', SIGNING_KEY).update(text).digest('base64');
 const REDACTED = Buffer.from('redacted:' + signReasoning('redacted')).toString('base64');
 
-const isObj = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v); // eslint-disable-line @typescript-eslint/no-explicit-any
+const isObj = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v);
 const TOP = ['messages', 'system', 'inferenceConfig', 'toolConfig', 'guardrailConfig', 'additionalModelRequestFields', 'promptVariables', 'additionalModelResponseFieldPaths', 'requestMetadata', 'performanceConfig', 'serviceTier', 'outputConfig'];
 const CONTENT_KEYS = ['text', 'image', 'document', 'video', 'toolUse', 'toolResult', 'guardContent', 'cachePoint', 'reasoningContent', 'citationsContent', 'searchResult'];
 const MAGIC: Record<string, (b: Buffer) => boolean> = {
@@ -230,7 +230,7 @@ interface Checked {
 }
 
 /** Validates a Converse body for the model; throws the ValidationException Bedrock answers. */
-export function validateConverse(body: any, modelId: string): Checked { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function validateConverse(body: any, modelId: string): Checked {
   const model = modelInfo(modelId);
   if (!model) throw invalid('The provided model identifier is invalid.');
   if (model.profileOnly && !model.profile)
@@ -261,8 +261,8 @@ export function validateConverse(body: any, modelId: string): Checked { // eslin
     if (!Array.isArray(body.system)) throw invalid('system must be a list.');
     body.system.forEach((b: unknown, j: number) => {
       const k = unionKey(b, `system.${j}`, ['text', 'guardContent', 'cachePoint']);
-      if (k === 'text' && (typeof (b as any).text !== 'string' || !(b as any).text.trim())) throw invalid(`The text field in the SystemContentBlock object at system.${j} is blank. Add text to the text field, and try again.`); // eslint-disable-line @typescript-eslint/no-explicit-any
-      if (k === 'cachePoint') checkCachePoint((b as any).cachePoint, `system.${j}`, model, counter); // eslint-disable-line @typescript-eslint/no-explicit-any
+      if (k === 'text' && (typeof (b as any).text !== 'string' || !(b as any).text.trim())) throw invalid(`The text field in the SystemContentBlock object at system.${j} is blank. Add text to the text field, and try again.`);
+      if (k === 'cachePoint') checkCachePoint((b as any).cachePoint, `system.${j}`, model, counter);
     });
   }
 
@@ -273,8 +273,8 @@ export function validateConverse(body: any, modelId: string): Checked { // eslin
     if (!isObj(tc) || !Array.isArray(tc.tools) || tc.tools.length === 0) throw invalid("1 validation error detected: Value at 'toolConfig.tools' failed to satisfy constraint: Member must have length greater than or equal to 1");
     tc.tools.forEach((t: unknown, j: number) => {
       const k = unionKey(t, `toolConfig.tools.${j}`, ['toolSpec', 'cachePoint', 'systemTool']);
-      if (k === 'cachePoint') return checkCachePoint((t as any).cachePoint, `toolConfig.tools.${j}`, model, counter); // eslint-disable-line @typescript-eslint/no-explicit-any
-      const s = (t as any)[k]; // eslint-disable-line @typescript-eslint/no-explicit-any
+      if (k === 'cachePoint') return checkCachePoint((t as any).cachePoint, `toolConfig.tools.${j}`, model, counter);
+      const s = (t as any)[k];
       if (!isObj(s) || typeof s.name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(s.name)) throw invalid(`1 validation error detected: Value at 'toolConfig.tools.${j}.member.toolSpec.name' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_-]+`);
       for (const key of Object.keys(s)) if (!['name', 'description', 'inputSchema', 'strict'].includes(key)) throw invalid(`Unknown member toolConfig.tools.${j}.toolSpec.${key}`);
       if (!isObj(s.inputSchema) || !isObj(s.inputSchema.json) || s.inputSchema.json.type !== 'object') throw invalid(`The model returned the following errors: tools.${j}.custom.input_schema.type: Field required`);
@@ -306,7 +306,7 @@ export function validateConverse(body: any, modelId: string): Checked { // eslin
     m.content.forEach((b: unknown, j: number) => {
       const at = `messages.${i}.content.${j}`;
       const k = unionKey(b, at, CONTENT_KEYS);
-      const v = (b as any)[k]; // eslint-disable-line @typescript-eslint/no-explicit-any
+      const v = (b as any)[k];
       if (k === 'text') {
         if (typeof v !== 'string' || !v.trim()) throw invalid(`The text field in the ContentBlock object at ${at} is blank. Add text to the text field, and try again.`);
       } else if (k === 'image') {
@@ -379,7 +379,7 @@ export function validateConverse(body: any, modelId: string): Checked { // eslin
 // ---------------------------------------------------------------- answers
 
 /** A value that fits a JSON schema (the mock's "model" output for tools and structured output). */
-export function sampleFor(schema: any, name = ''): unknown { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function sampleFor(schema: any, name = ''): unknown {
   if (!isObj(schema)) return null;
   if (Array.isArray(schema.enum)) return schema.enum[0];
   switch (schema.type) {
@@ -410,13 +410,13 @@ interface Answer {
   usage: { inputTokens: number; outputTokens: number; totalTokens: number; cacheReadInputTokens?: number; cacheWriteInputTokens?: number };
 }
 
-function lastUserText(body: any): string { // eslint-disable-line @typescript-eslint/no-explicit-any
+function lastUserText(body: any): string {
   const last = body.messages[body.messages.length - 1];
   if (last.role !== 'user') return '';
   return last.content.filter((b: object) => 'text' in b).map((b: { text: string }) => b.text).join(' ');
 }
 
-function answer(body: any, modelId: string, checked: Checked, cache: Map<string, number>): Answer { // eslint-disable-line @typescript-eslint/no-explicit-any
+function answer(body: any, modelId: string, checked: Checked, cache: Map<string, number>): Answer {
   const content: Block[] = [];
   const last = body.messages[body.messages.length - 1];
   const question = lastUserText(body);
@@ -479,7 +479,7 @@ function answer(body: any, modelId: string, checked: Checked, cache: Map<string,
 }
 
 /** Everything before the last cache point, in prompt order (tools, system, messages). */
-function cachedPrefix(body: any): string { // eslint-disable-line @typescript-eslint/no-explicit-any
+function cachedPrefix(body: any): string {
   const parts: unknown[] = [];
   let upTo = 0;
   const walk = (list: unknown[] | undefined) => {
