@@ -5,6 +5,9 @@
 // structured output, images, Claude thinking with signed reasoning sent back,
 // prompt caching, errors and fallback, client abort.
 import t from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { startBedrockMock, BEDROCK_CREDENTIALS, BEDROCK_SESSION_CREDENTIALS, BEDROCK_API_KEY } from './mocks/bedrock.js';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
@@ -329,4 +332,31 @@ t.test('credentials from the environment: key pair with a session token, or a Be
   const e: Any = await n.chat.completions.create({ model: SONNET, messages: [{ role: 'user', content: 'x' }] }).catch((x) => x);
   t.equal(e.status, 503);
   t.equal(bed.requests.length, 2, 'no request without credentials');
+});
+
+t.test('the shipped gateway.yaml: with AWS credentials only, Claude and the Bedrock-only models are served by Bedrock', async (t) => {
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  const shipped = await startGateway(fs.readFileSync(path.join(root, 'gateway.yaml'), 'utf8'), {
+    AWS_ACCESS_KEY_ID: BEDROCK_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: BEDROCK_CREDENTIALS.secretAccessKey,
+    BEDROCK_BASE_URL: bed.url,
+    GATEWAY_RESPONSES_DB: ':memory:',
+  });
+  t.teardown(() => shipped.close());
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: shipped.baseURL, maxRetries: 0 });
+  const expected: Record<string, string> = {
+    'anthropic/claude-sonnet-4-5': 'us.anthropic.claude-sonnet-4-5-20250929-v1:0',
+    'anthropic/claude-haiku-4-5': 'us.anthropic.claude-haiku-4-5-20251001-v1:0',
+    'amazon/nova-pro': 'us.amazon.nova-pro-v1:0',
+    'meta/llama-4-maverick': 'us.meta.llama4-maverick-17b-instruct-v1:0',
+    'mistral/pixtral-large': 'us.mistral.pixtral-large-2502-v1:0',
+  };
+  for (const [model, id] of Object.entries(expected)) {
+    const r: Any = await c.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], debug: ['routing'] } as Any);
+    t.equal(r.choices[0].message.content, `Bedrock ${id} heard: hi`, model);
+    t.equal(bed.requests.at(-1)!.modelId, id);
+    t.equal(r.debug.routing.attempts.at(-1).provider, 'bedrock');
+  }
+  const models = await c.models.list();
+  t.equal(models.data.filter((m) => m.id === 'anthropic/claude-sonnet-4-5').length, 1, 'a model is listed once, whatever serves it');
 });
