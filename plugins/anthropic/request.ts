@@ -284,8 +284,12 @@ function parseArguments(args: string, param: string): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
-/** Signed reasoning restored as Anthropic blocks, unchanged; anything else cannot be sent back. */
-function thinkingBlocks(m: ChatMessage, i: number, note: Note): (W.ThinkingBlock | W.RedactedThinkingBlock)[] {
+/**
+ * Signed reasoning restored as Anthropic blocks, unchanged; anything else
+ * cannot be sent back. Also the bedrock family's (Claude on Bedrock signs the
+ * same blocks; `provider` names the target in the notes).
+ */
+export function thinkingBlocks(m: ChatMessage, i: number, note: Note, provider = 'Anthropic'): (W.ThinkingBlock | W.RedactedThinkingBlock)[] {
   const out: (W.ThinkingBlock | W.RedactedThinkingBlock)[] = [];
   let dropped = 0;
   for (const d of m.reasoning_details ?? []) {
@@ -293,8 +297,8 @@ function thinkingBlocks(m: ChatMessage, i: number, note: Note): (W.ThinkingBlock
     else if (d.type === 'redacted_thinking' && typeof d.data === 'string') out.push({ type: 'redacted_thinking', data: d.data });
     else dropped++;
   }
-  if (dropped) note({ param: `messages[${i}].reasoning_details`, action: 'strip', before: dropped, reason: 'only Anthropic thinking blocks with a signature (or redacted_thinking) can be sent back to Anthropic' });
-  if (!out.length && m.reasoning_content) note({ param: `messages[${i}].reasoning_content`, action: 'strip', reason: 'reasoning text without its signed thinking block cannot be sent back to Anthropic' });
+  if (dropped) note({ param: `messages[${i}].reasoning_details`, action: 'strip', before: dropped, reason: `only thinking blocks with a signature (or redacted_thinking) can be sent back to ${provider}` });
+  if (!out.length && m.reasoning_content) note({ param: `messages[${i}].reasoning_content`, action: 'strip', reason: `reasoning text without its signed thinking block cannot be sent back to ${provider}` });
   return out;
 }
 

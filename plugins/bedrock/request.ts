@@ -7,6 +7,7 @@
 import type { ChatRequest, ChatMessage, ContentPart, NormalizationEntry, CacheControl } from '../../src/types.js';
 import type { ModelConfig } from '../../src/config/schema.js';
 import { errors } from '../../src/errors.js';
+import { thinkingBlocks } from '../anthropic/request.js';
 import * as W from './wire.js';
 
 type Note = (e: NormalizationEntry) => void;
@@ -203,16 +204,9 @@ function parseArguments(args: string, param: string): Record<string, unknown> {
 
 /** Signed reasoning restored as reasoningContent blocks, unchanged (the anthropic family's reasoning_details format). */
 function reasoningBlocks(m: ChatMessage, i: number, note: Note): W.ContentBlock[] {
-  const out: W.ContentBlock[] = [];
-  let dropped = 0;
-  for (const d of m.reasoning_details ?? []) {
-    if (d.type === 'thinking' && typeof d.thinking === 'string' && typeof d.signature === 'string') out.push({ reasoningContent: { reasoningText: { text: d.thinking, signature: d.signature } } });
-    else if (d.type === 'redacted_thinking' && typeof d.data === 'string') out.push({ reasoningContent: { redactedContent: d.data } });
-    else dropped++;
-  }
-  if (dropped) note({ param: `messages[${i}].reasoning_details`, action: 'strip', before: dropped, reason: 'only signed thinking blocks (or redacted_thinking) can be sent back to Bedrock' });
-  if (!out.length && m.reasoning_content) note({ param: `messages[${i}].reasoning_content`, action: 'strip', reason: 'reasoning text without its signed block cannot be sent back to Bedrock' });
-  return out;
+  return thinkingBlocks(m, i, note, 'Bedrock').map((b) =>
+    b.type === 'thinking' ? { reasoningContent: { reasoningText: { text: b.thinking, signature: b.signature } } } : { reasoningContent: { redactedContent: b.data } },
+  );
 }
 
 function mapMessages(input: ChatMessage[], caching: CachePoints, note: Note): { system: W.SystemBlock[]; messages: W.Message[] } {

@@ -19,10 +19,9 @@
 // the `p` padding member Bedrock adds to every event.
 import http from 'node:http';
 import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import type { Socket } from 'node:net';
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
+import { listenLocal } from './server.js';
 
 export const BEDROCK_REGION = 'us-east-1';
 export const BEDROCK_CREDENTIALS = { accessKeyId: 'AKIAMOCKBEDROCK0000001', secretAccessKey: 'mock/Secret+Key0123456789abcdefghijklmnop' };
@@ -556,8 +555,6 @@ export async function startBedrockMock(opts: { region?: string } = {}): Promise<
   const requests: BedrockRecorded[] = [];
   const faults: BedrockFaultSpec[] = [];
   const cache = new Map<string, number>();
-  const sockets = new Set<Socket>();
-  let connections = 0;
 
   const sendError = (res: http.ServerResponse, status: number, type: string, message: string) => {
     const rid = randomUUID();
@@ -628,29 +625,19 @@ export async function startBedrockMock(opts: { region?: string } = {}): Promise<
       else sendError(res, 500, 'InternalServerException', `mock crashed: ${(err as Error).message}`);
     }
   });
-  server.on('connection', (s) => {
-    connections++;
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
+  const listening = await listenLocal(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: listening.url,
     region,
     requests,
     get connections() {
-      return connections;
+      return listening.connections;
     },
     fail: (...f) => faults.push(...f),
     reset() {
       requests.length = 0;
       faults.length = 0;
     },
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
+    close: listening.close,
   };
 }

@@ -64,8 +64,6 @@ export interface MockServer {
 export async function startMock(handler: Handler): Promise<MockServer> {
   const requests: Recorded[] = [];
   const faults: Fault[] = [];
-  const sockets = new Set<import('node:net').Socket>();
-  let connections = 0;
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -130,6 +128,28 @@ export async function startMock(handler: Handler): Promise<MockServer> {
     res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
     res.end(reply.json === undefined ? '' : JSON.stringify(reply.json));
   });
+  const listening = await listenLocal(server);
+  return {
+    url: listening.url,
+    port: listening.port,
+    requests,
+    get connections() {
+      return listening.connections;
+    },
+    faults,
+    fail: (...f) => faults.push(...f),
+    reset() {
+      requests.length = 0;
+      faults.length = 0;
+    },
+    close: listening.close,
+  };
+}
+
+/** Listen on 127.0.0.1, port 0, counting TCP connections; close() drops the open sockets first (keep-alive ones too). */
+export async function listenLocal(server: http.Server): Promise<{ url: string; port: number; readonly connections: number; close(): Promise<void> }> {
+  const sockets = new Set<import('node:net').Socket>();
+  let connections = 0;
   server.on('connection', (s) => {
     connections++;
     sockets.add(s);
@@ -140,15 +160,8 @@ export async function startMock(handler: Handler): Promise<MockServer> {
   return {
     url: `http://127.0.0.1:${port}`,
     port,
-    requests,
     get connections() {
       return connections;
-    },
-    faults,
-    fail: (...f) => faults.push(...f),
-    reset() {
-      requests.length = 0;
-      faults.length = 0;
     },
     close: () =>
       new Promise<void>((r) => {
