@@ -141,6 +141,12 @@ t.test('@anthropic-ai/vertex-sdk on rawPredict and streamRawPredict', async (t) 
   t.equal(final.stop_reason, 'end_turn');
   t.match(mock.requests.at(-1)!.path, /:streamRawPredict$/);
 
+  const count = await client.messages.countTokens({ model: 'claude-sonnet-4-5@20250929', messages: [{ role: 'user', content: 'count me' }], system: 'Be brief.' });
+  t.ok(count.input_tokens > 0, 'countTokens');
+  t.match(mock.requests.at(-1)!.path, /publishers\/anthropic\/models\/count-tokens:rawPredict$/);
+  t.equal(mock.requests.at(-1)!.body.model, 'claude-sonnet-4-5@20250929', 'the model stays in the count body');
+  await t.rejects(client.messages.countTokens({ model: 'claude-9@2030', messages: [{ role: 'user', content: 'x' }] }), { status: 400 } as any);
+
   // Anthropic's own checks still apply, in Anthropic's error shape.
   await t.rejects(client.messages.create({ model: 'claude-sonnet-4-5@20250929', max_tokens: 100, messages: [{ role: 'assistant', content: 'x' }, { role: 'assistant', content: 'y' }] }), { status: 400 } as any);
   await t.rejects(client.messages.create({ model: 'claude-9@2030', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] }), { status: 404 } as any);

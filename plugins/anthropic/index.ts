@@ -2,7 +2,7 @@
 // (POST {base}/v1/messages, https://docs.anthropic.com/en/api/messages).
 // Chat requests are translated from the IR (request.ts) and the answers back
 // (response.ts, stream.ts); errors keep their HTTP status (errors.ts).
-import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../src/plugin.js';
+import type { ProviderPlugin, ProviderCall, ChatOutcome, CountRequest } from '../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../src/types.js';
 import { upstreamJson, upstreamEvents, joinUrl, tokenCount, type ErrorMapper } from '../../src/provider.js';
 import { toAnthropic } from './request.js';
@@ -45,12 +45,25 @@ export interface ClaudeSite {
   /** The Messages body as this site wants it (pure; e.g. the model moved to the URL). */
   adapt?(body: MessagesRequest): Record<string, unknown>;
   mapError: ErrorMapper;
+  /** Where a prompt's tokens are counted, and the count body as this site wants it. */
+  count: { url: string; adapt?(body: Record<string, unknown>): Record<string, unknown> };
 }
 
 /** Anthropic's own API: POST {base}/v1/messages, the key in x-api-key. */
 export function anthropicSite(call: ProviderCall<unknown>): ClaudeSite {
   const url = messagesUrl(call.provider.base_url);
-  return { url: () => url, headers: headers(call), mapError: anthropicError };
+  return { url: () => url, headers: headers(call), mapError: anthropicError, count: { url: url + '/count_tokens' } };
+}
+
+/** The prompt tokens of a chat request on a Claude model at `site` (null: nothing to count). */
+export async function claudeCountTokens(call: ProviderCall<CountRequest>, site: ClaudeSite): Promise<number | null> {
+  const chat = call.request.chat;
+  if (!chat) return null;
+  const { body } = toAnthropic(chat, call.model, call.note, false);
+  let count: Record<string, unknown> = {};
+  for (const f of COUNT_FIELDS) if (body[f] !== undefined) count[f] = body[f];
+  if (site.count.adapt) count = site.count.adapt(count);
+  return tokenCount((await upstreamJson<{ input_tokens?: unknown }>(call, { url: site.count.url, headers: site.headers, body: count, mapError: site.mapError })).input_tokens);
 }
 
 /**
@@ -111,14 +124,6 @@ export default function anthropic(): ProviderPlugin {
       anthropic: { defaultBaseUrl: 'https://api.anthropic.com', env: { apiKey: 'ANTHROPIC_API_KEY', baseUrl: 'ANTHROPIC_BASE_URL' } },
     },
     chat: (call) => claudeChat(call, anthropicSite(call)),
-    async countTokens(call) {
-      const chat = call.request.chat;
-      if (!chat) return null;
-      const { body } = toAnthropic(chat, call.model, call.note, false);
-      const count: Record<string, unknown> = {};
-      for (const f of COUNT_FIELDS) if (body[f] !== undefined) count[f] = body[f];
-      const url = messagesUrl(call.provider.base_url) + '/count_tokens';
-      return tokenCount((await upstreamJson<{ input_tokens?: unknown }>(call, { url, headers: headers(call), body: count, mapError: anthropicError })).input_tokens);
-    },
+    countTokens: (call) => claudeCountTokens(call, anthropicSite(call)),
   };
 }

@@ -20,9 +20,9 @@ import { UpstreamError, type Authorizer } from '../../src/provider.js';
 import { readBody, type Transport } from '../../src/upstream.js';
 import { geminiChat, geminiCountTokens } from '../google/index.js';
 import { geminiImages } from '../google/images.js';
-import { claudeChat } from '../anthropic/index.js';
+import { claudeChat, claudeCountTokens, type ClaudeSite } from '../anthropic/index.js';
 import { TokenSource, readServiceAccount, CredentialsError, type TokenPost } from './token.js';
-import { locationBaseUrl, geminiSite, claudeUrl, toRawPredict, isClaude, type VertexPlace } from './request.js';
+import { locationBaseUrl, geminiSite, claudeUrl, claudeCountUrl, toRawPredict, toCountRawPredict, isClaude, type VertexPlace } from './request.js';
 import { claudeOnVertexError } from './errors.js';
 
 /** The keys of a `vertex` provider block besides the core ones. */
@@ -66,6 +66,17 @@ function transportPost(transport: Transport, pool: string, timeoutMs: number): T
       firstByteTimeoutMs: timeoutMs,
     });
     return { status: res.status, text: (await readBody(res.body, 1024 * 1024)).toString('utf8') };
+  };
+}
+
+/** Claude at one place on Vertex, for the shared Anthropic mapping; the token is added by the authorize step. */
+function claudeSite(place: VertexPlace, model: string): ClaudeSite {
+  return {
+    url: (stream) => claudeUrl(place, model, stream),
+    headers: {},
+    adapt: toRawPredict,
+    mapError: claudeOnVertexError,
+    count: { url: claudeCountUrl(place), adapt: toCountRawPredict },
   };
 }
 
@@ -130,15 +141,15 @@ export default function vertex(): ProviderPlugin {
         const place = placeOf(call);
         const model = call.request.model;
         if (!isClaude(model)) return geminiChat(call, geminiSite(place));
-        return claudeChat(call, { url: (stream) => claudeUrl(place, model, stream), headers: {}, adapt: toRawPredict, mapError: claudeOnVertexError });
+        return claudeChat(call, claudeSite(place, model));
       });
     },
-    // POST /v1/responses/input_tokens: Vertex's :countTokens for Google's models;
-    // Claude is counted locally (null): Vertex's Claude token count is a separate endpoint this plugin does not call.
+    // POST /v1/responses/input_tokens: :countTokens for Google's models, the
+    // count-tokens model's rawPredict for Claude.
     countTokens(call: ProviderCall<CountRequest>): Promise<number | null> {
       const model = call.request.chat?.model;
-      if (!model || isClaude(model)) return Promise.resolve(null);
-      return withToken(call, () => geminiCountTokens(call, geminiSite(placeOf(call))));
+      if (!model) return Promise.resolve(null);
+      return withToken(call, () => (isClaude(model) ? claudeCountTokens(call, claudeSite(placeOf(call), model)) : geminiCountTokens(call, geminiSite(placeOf(call)))));
     },
     // POST /v1/images/generations: Imagen on :predict, Gemini image models on generateContent.
     images(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome> {

@@ -76,6 +76,19 @@ export function claudeUrl(p: VertexPlace, model: string, stream: boolean): strin
   return `${apiRoot(p.base)}/${parent(p)}/publishers/anthropic/models/${claudePath(model)}:${stream ? 'streamRawPredict' : 'rawPredict'}`;
 }
 
+/**
+ * Claude's token count on Vertex: the count-tokens model's rawPredict, whose
+ * body keeps `model` (the Vertex id) beside anthropic_version (the route
+ * @anthropic-ai/vertex-sdk takes for messages.countTokens).
+ */
+export function claudeCountUrl(p: VertexPlace): string {
+  return `${apiRoot(p.base)}/${parent(p)}/publishers/anthropic/models/count-tokens:rawPredict`;
+}
+
+export function toCountRawPredict(body: Record<string, unknown>): Record<string, unknown> {
+  return { anthropic_version: VERTEX_ANTHROPIC_VERSION, ...body };
+}
+
 /** The Messages body for rawPredict: the model is in the URL, the version in the body (pure). */
 export function toRawPredict(body: MessagesRequest): Record<string, unknown> {
   const { model: _model, ...rest } = body;

@@ -27,11 +27,12 @@
 //   `anthropic_version: "vertex-2023-10-16"`
 //   (https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude),
 //   checked by the Anthropic mock's validator (test/mocks/anthropic.ts), the
-//   verb matching `stream`;
+//   verb matching `stream`; publishers/anthropic/models/count-tokens:rawPredict
+//   counts a prompt (the Vertex model id in the body);
 // - cachedContents: create / get / delete under the project and location; a
 //   cache's name carries the project NUMBER, as Vertex's does, and its model
 //   the full publisher model resource name.
-import { generateKeyPairSync, randomBytes, verify, createPublicKey, type KeyObject } from 'node:crypto';
+import { generateKeyPairSync, randomBytes, verify, type KeyObject } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -53,7 +54,7 @@ import {
   type Spec,
 } from './gemini.js';
 import { geminiImageReply, imagenReply, GEMINI_IMAGE_MODELS } from './gemini-images.js';
-import { checkMessages, answerMessages, anthropicErrorReply, type StreamErrorFault } from './anthropic.js';
+import { checkMessages, answerMessages, anthropicErrorReply, promptTokens, type StreamErrorFault } from './anthropic.js';
 
 export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
@@ -298,7 +299,19 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
     return generateReply(full, model, stream, req.query.get('alt'), sse ? streamFailures.shift() : undefined);
   };
 
+  /** Claude's token count: the count-tokens model's rawPredict, the Vertex model id in the body. */
+  const claudeCount = (body: any): Reply => {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return anthropicErrorReply(400, 'invalid_request_error', 'There was an issue with your request body: expected a JSON object');
+    const { anthropic_version: version, model, ...rest } = body;
+    if (!CLAUDE_VERSIONS.has(version)) return anthropicErrorReply(400, 'invalid_request_error', `anthropic_version: Input should be '${VERTEX_CLAUDE_VERSION}'`);
+    const snapshot = typeof model === 'string' ? VERTEX_CLAUDE_MODELS[model] : undefined;
+    if (!snapshot) return anthropicErrorReply(400, 'invalid_request_error', `model: ${model === undefined ? 'Field required' : `${model} is not a Claude model on Vertex AI`}`);
+    const messages = { ...rest, model: snapshot };
+    return checkMessages(messages, true) ?? { status: 200, json: { input_tokens: promptTokens(messages) } };
+  };
+
   const anthropic = (req: Recorded, location: string, model: string, verb: string): Reply => {
+    if (model === 'count-tokens' && verb === 'rawPredict') return claudeCount(req.body);
     const snapshot = VERTEX_CLAUDE_MODELS[model];
     if (!snapshot) return notFound(project, location, 'anthropic', model);
     if (verb !== 'rawPredict' && verb !== 'streamRawPredict') return geminiError(400, 'INVALID_ARGUMENT', `Method ${verb} is not supported by publishers/anthropic/models/${model}.`);
@@ -395,7 +408,3 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
   }) as VertexMock;
 }
 
-/** The public half of a key file's private key (for tests that check a signature themselves). */
-export function publicKeyOf(key: ServiceAccountKey): KeyObject {
-  return createPublicKey(key.private_key);
-}
