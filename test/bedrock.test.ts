@@ -42,6 +42,8 @@ models:
   - id: amazon/nova-pro
     endpoints: [chat_completions, responses]
     deployments: [{ provider: bedrock, model: us.amazon.nova-pro-v1:0 }]
+  - id: amazon/nova-pro-arn
+    deployments: [{ provider: bedrock, model: 'arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-pro-v1:0' }]
   - id: openai/gpt-4.1-mini
     endpoints: [chat_completions, responses]
     deployments: [{ provider: openai, model: gpt-4.1-mini }]
@@ -97,6 +99,31 @@ t.test('chat: SigV4-signed Converse call, model id encoded in the path, answer a
   t.match(q.headers.authorization, /^AWS4-HMAC-SHA256 Credential=AKIAMOCKBEDROCK0000001\/\d{8}\/us-east-1\/bedrock\/aws4_request, SignedHeaders=[^,]*host[^,]*, Signature=/);
   t.same(q.body, { messages: [{ role: 'user', content: [{ text: 'Hello Bedrock' }] }], system: [{ text: 'Be brief.' }], inferenceConfig: { maxTokens: 300, temperature: 0.4 } });
   t.notOk(JSON.stringify(gw.rawLogs).includes(BEDROCK_CREDENTIALS.secretAccessKey), 'the secret is in no log line');
+});
+
+t.test('an ARN as the model id: encoded once in the path (/ and :), signed as sent', async (t) => {
+  const r = await create({ model: 'amazon/nova-pro-arn', messages: [{ role: 'user', content: 'by arn' }] });
+  t.equal(r.choices[0].message.content, 'Bedrock arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-pro-v1:0 heard: by arn');
+  t.equal(bed.requests[0].rawPath, '/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A%3Afoundation-model%2Famazon.nova-pro-v1%3A0/converse');
+});
+
+t.test('what does not fit Converse is noted under debug.normalizations', async (t) => {
+  const r = await create({
+    model: SONNET,
+    messages: [{ role: 'user', content: 'hi', name: 'ann' }],
+    seed: 7,
+    frequency_penalty: 0.2,
+    temperature: 0.5,
+    top_p: 0.9,
+    user: 'u-1',
+    debug: ['normalizations'],
+  });
+  const params = r.debug.normalizations.map((n: Any) => `${n.action}:${n.param}`);
+  for (const p of ['strip:seed', 'strip:frequency_penalty', 'strip:top_p', 'strip:user', 'strip:messages[].name']) t.ok(params.includes(p), p);
+  t.same(bed.requests[0].body.inferenceConfig, { temperature: 0.5 });
+  const n = await create({ model: SONNET, messages: [{ role: 'user', content: 'hi' }], n: 2 }).catch((e) => e);
+  t.equal(n.status, 400);
+  t.equal(n.error.param, 'n');
 });
 
 t.test('chat streamed: event-stream frames become chunks, finish reason, then usage', async (t) => {

@@ -272,7 +272,8 @@ function imageBlock(part: Extract<ContentPart, { type: 'image_url' }>, param: st
   throw errors.invalid(`'${param}.image_url.url' must be a base64 data URL or an http(s) URL.`, `${param}.image_url.url`, 'invalid_value');
 }
 
-function parseArguments(args: string, param: string): Record<string, unknown> {
+/** A tool call's arguments as the object Anthropic (and Bedrock) take as tool input; '' is {}. */
+export function parseArguments(args: string, param: string, provider = 'Anthropic'): Record<string, unknown> {
   if (args.trim() === '') return {};
   let v: unknown;
   try {
@@ -280,7 +281,7 @@ function parseArguments(args: string, param: string): Record<string, unknown> {
   } catch {
     v = undefined;
   }
-  if (!v || typeof v !== 'object' || Array.isArray(v)) throw errors.invalid(`'${param}' must be a JSON object string (Anthropic tool input is an object).`, param, 'invalid_value');
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw errors.invalid(`'${param}' must be a JSON object string (${provider} tool input is an object).`, param, 'invalid_value');
   return v as Record<string, unknown>;
 }
 

@@ -7,7 +7,7 @@
 import type { ChatRequest, ChatMessage, ContentPart, NormalizationEntry, CacheControl } from '../../src/types.js';
 import type { ModelConfig } from '../../src/config/schema.js';
 import { errors } from '../../src/errors.js';
-import { thinkingBlocks } from '../anthropic/request.js';
+import { thinkingBlocks, parseArguments } from '../anthropic/request.js';
 import * as W from './wire.js';
 
 type Note = (e: NormalizationEntry) => void;
@@ -190,18 +190,6 @@ function imageBlock(part: Extract<ContentPart, { type: 'image_url' }>, param: st
   throw errors.invalid(`'${at}' must be a base64 data URL or an s3:// URL: Bedrock does not fetch images from http(s) URLs.`, at, 'invalid_value');
 }
 
-function parseArguments(args: string, param: string): Record<string, unknown> {
-  if (args.trim() === '') return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(args);
-  } catch {
-    v = undefined;
-  }
-  if (!v || typeof v !== 'object' || Array.isArray(v)) throw errors.invalid(`'${param}' must be a JSON object string (Bedrock tool input is an object).`, param, 'invalid_value');
-  return v as Record<string, unknown>;
-}
-
 /** Signed reasoning restored as reasoningContent blocks, unchanged (the anthropic family's reasoning_details format). */
 function reasoningBlocks(m: ChatMessage, i: number, note: Note): W.ContentBlock[] {
   return thinkingBlocks(m, i, note, 'Bedrock').map((b) =>
@@ -260,7 +248,7 @@ function mapMessages(input: ChatMessage[], caching: CachePoints, note: Note): { 
         caching.mark(blocks, p.cache_control, 'messages');
       }
       (m.tool_calls ?? []).forEach((tc, j) => {
-        blocks.push({ toolUse: { toolUseId: tc.id, name: tc.function.name, input: parseArguments(tc.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`) } });
+        blocks.push({ toolUse: { toolUseId: tc.id, name: tc.function.name, input: parseArguments(tc.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`, 'Bedrock') } });
       });
     }
     const last = blocks[blocks.length - 1];

@@ -58,6 +58,12 @@ const BASE_MODELS: Record<string, ModelInfo> = {
 
 /** The model behind an id (base id or a us./eu./apac./global. inference profile); undefined if unknown. */
 export function modelInfo(id: string): (ModelInfo & { base: string; profile: boolean }) | undefined {
+  // An ARN names a foundation model or a (system-defined) inference profile by its id.
+  const arn = /^arn:aws:bedrock:[a-z0-9-]+:(?:\d{12})?:(foundation-model|inference-profile)\/(.+)$/.exec(id);
+  if (arn) {
+    const m = modelInfo(arn[2]);
+    return m && m.profile === (arn[1] === 'inference-profile') ? m : undefined;
+  }
   if (BASE_MODELS[id]) return { ...BASE_MODELS[id], base: id, profile: false };
   const m = /^(us|eu|apac|jp|global)\.(.+)$/.exec(id);
   if (m && BASE_MODELS[m[2]]) return { ...BASE_MODELS[m[2]], base: m[2], profile: true };
