@@ -13,7 +13,7 @@ import { startAzureMock, AZURE_KEY } from './mocks/azure.js';
 import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { openAIImagesRoute } from './mocks/openai-images.js';
-import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
+import { startGateway, CLIENT_KEY, until, readThenAbort } from './helpers/gateway.js';
 import { azureUrl, resourceBase } from '../plugins/azure/index.js';
 import { azureError } from '../plugins/azure/errors.js';
 import { AzureChunkMapper } from '../plugins/azure/stream.js';
@@ -295,13 +295,10 @@ t.test('a client abort mid-stream cancels the Azure upstream', async (t) => {
   const long = Array.from({ length: 200 }, (_, i) => `w${i}`).join(' ');
   const ac = new AbortController();
   const s = await c.chat.completions.create({ model: 'azure/only', messages: user(long), stream: true }, { signal: ac.signal });
-  let n = 0;
-  await (async () => {
-    for await (const _ of s) if (++n === 3) ac.abort();
-  })().catch(() => {});
+  const n = await readThenAbort(s, ac, 3);
   await until(() => slow.requests[0]?.aborted === true, 5000);
   t.ok(slow.requests[0].aborted, 'the upstream response was torn down before its end');
-  t.ok(n < 50);
+  t.equal(n, 3, 'the client left after 3 chunks');
 });
 
 t.test('environment defaults: AZURE_OPENAI_API_KEY, AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_VERSION', async (t) => {
@@ -342,4 +339,12 @@ t.test('a deployment without credentials is skipped for the next one', async (t)
     { provider: 'azure', status: 'skipped', error: /no API key configured/ },
     { provider: 'openai', status: 'succeeded' },
   ]);
+});
+
+t.test('/v1/models lists a model once, whatever serves it', async (t) => {
+  const list = await client.models.list();
+  const ids = list.data.map((m) => m.id);
+  t.equal(ids.filter((id) => id === 'openai/gpt-4.1-mini').length, 1, 'two deployments (Azure, OpenAI), one entry');
+  t.equal(new Set(ids).size, ids.length);
+  t.same(Object.keys(list.data.find((m) => m.id === 'openai/gpt-4.1-mini')!).sort(), Object.keys(list.data.find((m) => m.id === 'azure/only')!).sort(), 'the same shape');
 });

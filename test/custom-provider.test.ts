@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { CohereClientV2, CohereError } from 'cohere-ai';
 import { startCohereMock, COHERE_KEY } from './mocks/cohere.js';
-import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
+import { startGateway, CLIENT_KEY, until, readThenAbort } from './helpers/gateway.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
@@ -173,10 +173,8 @@ t.test('a client abort mid-stream cancels the Cohere upstream', async (t) => {
   const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
   const ac = new AbortController();
   const s = await c.chat.completions.create({ model: 'cohere/command-a', messages: user(Array.from({ length: 200 }, (_, i) => `w${i}`).join(' ')), stream: true }, { signal: ac.signal });
-  let n = 0;
-  await (async () => {
-    for await (const _ of s) if (++n === 3) ac.abort();
-  })().catch(() => {});
+  const n = await readThenAbort(s, ac, 3);
+  t.equal(n, 3, 'the client left after 3 chunks');
   await until(() => slow.requests[0]?.aborted === true, 5000);
   t.ok(slow.requests[0].aborted);
 });

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
-import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
+import { startGateway, CLIENT_KEY, until, readThenAbort } from './helpers/gateway.js';
 import { loadGatewayConfig } from '../src/pipeline.js';
 import { builtins } from '../plugins/index.js';
 import { ConfigError } from '../src/config/load.js';
@@ -280,10 +280,8 @@ t.test('a client that disconnects mid-stream aborts the upstream (custom framing
   t.teardown(() => void (acmeMock.mode = 'ok'));
   const ac = new AbortController();
   const stream = await client.chat.completions.create({ model: 'acme/only', messages: user('x'), stream: true }, { signal: ac.signal });
-  let n = 0;
-  await (async () => {
-    for await (const _ of stream) if (++n === 4) ac.abort();
-  })().catch(() => {});
+  const n = await readThenAbort(stream, ac, 4);
+  t.equal(n, 4, 'the client left after 4 chunks');
   await until(() => acmeMock.generate[0]?.aborted === true, 5000);
   t.ok(acmeMock.generate[0].aborted, 'the upstream response was torn down');
 });

@@ -47,6 +47,17 @@ export async function startGateway(yaml: string, env: Record<string, string> = {
   return { url, baseURL: `${url}/v1`, gw, logs, rawLogs, close: () => gw.close(1000) };
 }
 
+/** Read a client stream until `after` items arrived, then abort it (the client leaves mid-stream); returns the items read. */
+export async function readThenAbort(stream: AsyncIterable<unknown>, ac: AbortController, after: number): Promise<number> {
+  let n = 0;
+  try {
+    for await (const _ of stream) if (++n === after) ac.abort();
+  } catch {
+    /* the client's own abort error */
+  }
+  return n;
+}
+
 /** Wait until a predicate holds (for log lines written on response close). */
 export async function until(pred: () => boolean, ms = 2000): Promise<void> {
   const end = Date.now() + ms;
