@@ -54,7 +54,8 @@ export async function main(argv: string[]): Promise<void> {
   }
   if (cmd === 'schema') {
     const { configJsonSchema } = await import('./config/json-schema.js');
-    process.stdout.write(JSON.stringify(configJsonSchema(), null, 2) + '\n');
+    // The built-in families' own provider keys are part of the schema.
+    process.stdout.write(JSON.stringify(configJsonSchema(familiesOf(await registry())), null, 2) + '\n');
     return;
   }
   if (cmd === 'start') {

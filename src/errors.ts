@@ -114,7 +114,7 @@ export function scrubSecrets(text: string, secrets: (string | undefined)[]): str
 /**
  * What a provider's config holds that must never reach a client or a log
  * line: its API key, long header values, and the long string values of its
- * family's own keys (an AWS secret key, a session token...).
+ * family's own keys (a secret key, a session token...).
  */
 export function providerSecrets(p: { api_key?: string; headers: Record<string, string>; options?: Record<string, unknown> }): string[] {
   const out: string[] = [];

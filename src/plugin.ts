@@ -161,7 +161,7 @@ export interface ProviderPlugin {
   countTokens?(call: ProviderCall<CountRequest>): Promise<number | null>;
   /**
    * Authorize or sign every upstream request after its body is serialised
-   * (AWS SigV4 over the final bytes, an OAuth bearer token from a cache):
+   * (a request signature over the final bytes, an OAuth bearer token from a cache):
    * separate from the request mapping, may be async, bounded by the
    * provider's timeout_ms. See OutgoingRequest in src/provider.ts.
    */

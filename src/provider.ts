@@ -1,7 +1,7 @@
 // Helpers every provider plugin uses to call its upstream: headers, the
 // authorize/sign step, status check, error mapping, JSON and streamed bodies.
 // A stream's framing (SSE, newline-delimited JSON, or one a plugin supplies,
-// such as the AWS event stream) is parsed here, in one place, with the same
+// such as a binary event stream with checksums) is parsed here, in one place, with the same
 // back-pressure, release and abort behaviour whatever the framing; providers
 // only see events.
 import type { ProviderCall } from './plugin.js';
@@ -24,8 +24,8 @@ export class UpstreamError extends Error {
 /**
  * A provider's own error answer mapped to the envelope, plus a retry hint if it
  * gave one. It sees the status, the body (parsed when it is JSON, else
- * undefined), the raw text and the response headers (AWS names the error in
- * `x-amzn-errortype`, Azure's `apim-request-id` identifies a call...).
+ * undefined), the raw text and the response headers (some providers name the
+ * error kind or the request id in a header).
  */
 export type ErrorMapper = (
   status: number,
@@ -37,7 +37,7 @@ export type ErrorMapper = (
 
 /**
  * The request as it is about to leave, body serialised: what an authorize
- * step signs (AWS SigV4 hashes the final bytes) or completes (an OAuth bearer
+ * step signs (a request signature hashes the final bytes) or completes (an OAuth bearer
  * token). It may change `headers` and `url` (a query parameter); `body` is
  * exactly the bytes sent (a string is sent as UTF-8).
  */
@@ -67,7 +67,7 @@ export interface FrameParser {
 /**
  * A stream framing: how an upstream stream's bytes become events. Events
  * have the SSE shape whatever the framing: `event` is the event's type (an
- * SSE `event:` line, an AWS event stream's `:event-type` header...), `data`
+ * SSE `event:` line, a binary frame's event-type header...), `data`
  * its payload as text, `headers` a binary framing's message headers.
  */
 export interface Framing {

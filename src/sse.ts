@@ -6,7 +6,7 @@
 /**
  * One upstream stream event. SSE fills `event`, `data` and `id`; another
  * framing (src/provider.ts, Framing) puts its event's type in `event`, its
- * payload as text in `data`, and a binary framing's message headers (the AWS
+ * payload as text in `data`, and a binary framing's message headers (the
  * event stream's `:message-type`, `:exception-type`...) in `headers`.
  */
 export interface SSEEvent {
