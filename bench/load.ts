@@ -234,7 +234,7 @@ export async function manyStreams(spec: RequestSpec, format: StreamFormat, count
             ttfbs.push(performance.now() - t0);
           }
           buf += chunk;
-          // Events end with a blank line; Gemini uses \r\n\r\n (WIRE-FORMATS.md section 0).
+          // Events end with a blank line; Gemini uses \r\n\r\n (both are valid SSE).
           for (;;) {
             const m = /\r?\n\r?\n/.exec(buf);
             if (!m) break;

@@ -2,7 +2,7 @@
 // from precomputed buffers so that it costs as little as possible per request
 // and the benchmark measures the gateway, not the mock.
 //
-// It speaks the four wire formats the gateway talks to (shared/fixtures/WIRE-FORMATS.md):
+// It speaks the four wire formats the gateway talks to:
 // - OpenAI Chat Completions  POST …/chat/completions         JSON, SSE ending in `data: [DONE]`
 // - OpenAI Responses         POST …/responses                JSON, SSE with `event:` lines
 // - Anthropic Messages       POST …/messages                 JSON, SSE with `event:` lines
@@ -177,7 +177,7 @@ function streamEvents(protocol: Protocol, model: string, n: number): string[] {
       );
       out.push(ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }));
       out.push(ev('ping', {}));
-      // Anthropic pads some data lines with trailing spaces (WIRE-FORMATS.md section 0).
+      // Anthropic pads some data lines with trailing spaces (as recorded from the real API).
       for (let i = 0; i < n; i++) out.push(ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: tokenText(i) } }).replace('}\n\n', '}   \n\n'));
       out.push(ev('content_block_stop', { index: 0 }));
       out.push(ev('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: n } }));

@@ -3,8 +3,7 @@
 // re-serialises it (as a gateway patches `model`), sends it upstream on a
 // keep-alive agent, reads the upstream JSON answer, parses and re-serialises
 // it, and answers. No framework, no validation, no routing, no logging: the
-// gateway's throughput is judged against this (shared/STACK.md measured ~11k
-// req/s for it on these machines). Streams (text/event-stream) are piped as
+// gateway's throughput is judged against this. Streams (text/event-stream) are piped as
 // they come, for completeness.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

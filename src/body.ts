@@ -1,13 +1,10 @@
 // The request body reader: JSON only, with a byte limit (413), a read deadline
 // (408), gzip/deflate/br request bodies, and `__proto__` keys refused.
 //
-// It replaces koa-body on the ingress. koa-body (co-body, raw-body, inflation,
-// type-is, mime-types, iconv-lite, bourne) cost about 30–40 µs of CPU per
-// request on the benchmark's passthrough row, the largest single library cost
-// the gateway had; a Koa app that only proxies ran at 0.72x the plain proxy
-// with koa-body and 0.75–0.86x with this reader (BENCHMARKS.md, "Framework
-// floor"). The gateway accepts one media type and one charset, so the general
-// machinery bought nothing.
+// It replaces koa-body on the ingress: the gateway accepts one media type and
+// one charset, so koa-body's general machinery bought nothing and cost the
+// most CPU of any library on the request path (docs/performance.md, "The
+// request body reader").
 import type { IncomingMessage } from 'node:http';
 import zlib from 'node:zlib';
 import { errors, GatewayError } from './errors.js';
@@ -46,7 +43,7 @@ export function parseJsonText(text: string): unknown {
 
 /**
  * Read and parse the JSON body of `req`. Errors are GatewayErrors with the
- * statuses of decisions.md: 415 for another media type, charset or encoding,
+ * statuses of docs/errors.md: 415 for another media type, charset or encoding,
  * 413 over the limit, 408 past the deadline, 400 for an empty or invalid body.
  * After an error the connection is marked to close (the rest of the body is
  * not read).

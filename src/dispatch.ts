@@ -1,4 +1,4 @@
-// The fallback loop, per shared/spec/decisions.md ("Fallbacks and routing").
+// The fallback loop (docs/routing.md "Fallbacks").
 // Targets come from the route slot; each is tried on one deployment (ordered or
 // weighted, skipping one in cool-down). A target is abandoned on connection
 // error, first-byte timeout, 5xx, 429 (after retries), 401/403 from the

@@ -1,6 +1,6 @@
 // One error catalog for the whole gateway. Every failure a client can see goes
-// through GatewayError and is rendered by toEnvelope(); nothing else writes an
-// error body. Shapes and statuses follow shared/spec/decisions.md ("Errors").
+// through GatewayError and is rendered by envelope(); nothing else writes an
+// error body. Shapes and statuses are documented in docs/errors.md.
 
 export type ErrorType =
   | 'invalid_request_error'
@@ -50,7 +50,7 @@ export class GatewayError extends Error {
   }
 }
 
-// Constructors for the catalog, so call sites read as the table in decisions.md.
+// Constructors for the catalog, so call sites read as the table in docs/errors.md.
 export const errors = {
   invalid: (message: string, param: string | null = null, code: string | null = null) =>
     new GatewayError(400, 'invalid_request_error', message, { param, code }),

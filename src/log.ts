@@ -1,11 +1,11 @@
 // One structured access-log line per request, written asynchronously
-// (pino.destination with sync: false; shared/STACK.md measured pino-http at a
-// third of the throughput). Credentials are redacted even though the gateway
+// (pino.destination with sync: false; one line built from the request's own
+// record rather than pino-http's per-request logger). Credentials are redacted even though the gateway
 // never puts headers in a log line: a custom plugin might.
 import pino, { type Logger, type DestinationStream } from 'pino';
 
-// Explicit paths only: wildcard paths made redaction walk every line's
-// objects (~15 µs per line in the benchmark). The core never logs headers or
+// Explicit paths only: wildcard paths make redaction walk every line's
+// objects (docs/performance.md, "The access log"). The core never logs headers or
 // keys; these catch a plugin that logs a header bag or a provider config.
 export const REDACT_PATHS = [
   'authorization',
@@ -24,8 +24,8 @@ export const REDACT_PATHS = [
  * Standard output for the logger, written asynchronously (sonic-boom hands
  * each write to libuv's thread pool) and batched: lines are held until 16 KiB
  * are waiting or 50 ms have passed since the first of them. Every write is a
- * round trip to a pool thread and back; one per request line cost ~15% of the
- * gateway's throughput on the benchmark machine (BENCHMARKS.md). A quiet
+ * round trip to a pool thread and back; one per request line is a visible
+ * share of a small request's cost (docs/performance.md, "The access log"). A quiet
  * gateway still shows each line within 50 ms, `logger.flush()` writes at once,
  * and held lines are written synchronously when the process exits.
  */
@@ -120,8 +120,8 @@ export function redactCopy(rec: Record<string, unknown>): Record<string, unknown
  * The access-log line writer: the same line pino would write for
  * `logger.info(rec, 'request')` (level, time, the logger's bindings, the
  * record, msg; REDACT_PATHS censored), serialised with one JSON.stringify
- * instead of pino's per-key serialiser, which cost ~20 µs a line on the
- * benchmark. A record JSON.stringify cannot take (a cycle a plugin made)
+ * instead of pino's per-key serialiser (docs/performance.md, "The access
+ * log"). A record JSON.stringify cannot take (a cycle a plugin made)
  * goes through pino, which can.
  */
 export function accessLogWriter(logger: Logger): (rec: Record<string, unknown>) => void {

@@ -45,10 +45,8 @@ export function relaunchWithNodeFlags(flags: readonly string[]): string[] {
  * objects directly in the old generation. A gateway's objects live for one
  * request or one event, but during a ramp of streams the chunk and frame
  * literals looked long-lived, and V8 then filled the old generation with
- * per-event garbage that only a full GC reclaims: with 2,000 open streams the
- * old generation grew by ~5 MB/s to ~140 MB (~70 MB live), and peak RSS went
- * from ~300 to ~380 MB. Without pretenuring the same run peaks at ~300 MB and
- * every request row costs less CPU (BENCHMARKS.md, "Memory").
+ * per-event garbage that only a full GC reclaims (docs/performance.md,
+ * "Memory", has the measurements).
  */
 export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
 
@@ -63,10 +61,8 @@ export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-preten
  * the young generation grow to 2 × 64 MB, and any sustained load grows it there
  * (every young collection's survivors count towards the next growth). A
  * gateway's objects live for one request or one event, so half of that holds
- * nothing a collection would keep: with 2,000 open streams, peak RSS went from
- * 302–316 MB to ~250 MB, and the streams used no more CPU. Request rows pay
- * ~5% more CPU for the more frequent young collections (BENCHMARKS.md,
- * "Memory"). Any flag that sizes the young generation, in `server.node_flags`,
+ * nothing a collection would keep; what the cap saves and costs is in
+ * docs/performance.md, "Memory". Any flag that sizes the young generation, in `server.node_flags`,
  * on the command line or in NODE_OPTIONS, replaces this one.
  */
 export const START_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'];

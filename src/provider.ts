@@ -257,8 +257,8 @@ abstract class StoppableIterator<T> implements AsyncGenerator<T, undefined> {
  * by its framing's parser (SSE by default)
  * as the body's chunks arrive: one promise per event at most, where a chain of
  * async generators (the stream's own iterator, a chunk generator, a parser
- * generator) cost several promises and iterator results per event
- * (BENCHMARKS.md, "Streams").
+ * generator) costs several promises and iterator results per event
+ * (docs/performance.md, "How streams are carried").
  *
  * The response is never destroyed when the consumer stops early. Provider
  * plugins stop at their terminal event ([DONE], message_stop), usually before
@@ -430,8 +430,9 @@ function undecodable(err: unknown): Error {
 /**
  * A provider's stream mapping as a synchronous step per upstream event, so
  * that the writer can map a whole chunk of events to frames with one promise
- * (where an async generator per provider cost a promise, an iterator result
- * and several microtasks per event; BENCHMARKS.md, "Streams").
+ * (where an async generator per provider costs a promise, an iterator result
+ * and several microtasks per event; docs/performance.md, "How streams are
+ * carried").
  */
 export interface EventMapper<T> {
   /** Push the items for one event to `out`; return true when this event ends the stream (nothing after it is read). */

@@ -9,8 +9,8 @@ import { isBatchSource } from './provider.js';
 /**
  * Frames made from a source's items by a synchronous mapper. The writer runs
  * the mapper itself as each item arrives, so a stream pays for no generator
- * layer between the provider's items and the socket (a generator per layer
- * cost a promise and an iterator result per event; BENCHMARKS.md, "Streams").
+ * layer between the provider's items and the socket (docs/performance.md,
+ * "How streams are carried").
  * It is still an AsyncIterable<string> for any other consumer.
  */
 export class MappedFrames<T> implements AsyncIterable<string> {

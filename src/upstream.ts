@@ -1,18 +1,15 @@
 // The upstream transport: every provider call goes through here.
 //
-// It is built on http-proxy-3 (the design's proxy toolkit) with one keep-alive
-// agent per provider. Each call hands http-proxy-3 a synthetic incoming request
-// that carries only the headers the provider plugin chose, never the client's:
-// http-proxy-3 forwards every header of the request it is given, Authorization
-// and Cookie included (shared/STACK.md), so giving it the client's request would
-// leak the client's key upstream.
+// The Transport interface is small on purpose so that providers never depend
+// on the HTTP client under it. Three exist (`server.transport`; what each buys
+// is in docs/performance.md): undici connection pools (`undici`, the default),
+// node:http requests on one keep-alive agent per provider (`http`), and
+// http-proxy-3, the design's proxy toolkit, on the same agents (`proxy`).
 //
-// The Transport interface is small on purpose so that a faster transport can
-// be offered behind it (issue 6) without touching the providers. Two exist:
-// createHttpTransport() below, a plain node:http request on the same
-// keep-alive agents (`server.transport: http`, the default since the benchmark
-// measured ~25% more throughput and ~0.1 ms less added latency with it), and
-// this http-proxy-3 one (`server.transport: proxy`).
+// Whatever the transport, only the headers the provider plugin chose are sent,
+// never the client's. http-proxy-3 forwards every header of the request it is
+// given, Authorization and Cookie included, so the proxy transport hands it a
+// synthetic incoming request that carries the plugin's headers only.
 import { EventEmitter } from 'node:events';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ClientRequest } from 'node:http';
 import https from 'node:https';
@@ -96,7 +93,7 @@ export type TransportKind = 'proxy' | 'http' | 'undici';
 
 /**
  * `undici` is the default (server.transport): its connection pool and parser
- * cost less CPU per call than node:http's client (BENCHMARKS.md); `http` is
+ * cost less CPU per call than node:http's client (docs/performance.md); `http` is
  * node:http on keep-alive agents, `proxy` is http-proxy-3.
  */
 export function createTransport(kind: TransportKind = 'undici'): Transport {
@@ -320,7 +317,7 @@ export function bodyError(err: unknown): Error {
 /** Read a whole (small, non-streaming) upstream body. */
 export function readBody(res: Readable, limit = 64 * 1024 * 1024): Promise<Buffer> {
   // Plain 'data'/'end' listeners: `for await` over the stream builds an async
-  // iterator and a promise per chunk, a measurable share of a small call (BENCHMARKS.md).
+  // iterator and a promise per chunk, a measurable share of a small call.
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -384,9 +381,8 @@ export function oneShot(body: Buffer | string): Readable {
 /**
  * The same contract on undici's connection pools (one Pool per provider and
  * origin, `max_sockets` connections, keep-alive). undici's HTTP/1.1 client
- * does less per call than node:http's ClientRequest + Agent: a plain proxy
- * built on it ran at 1.3x the node:http one on the benchmark machine (167
- * against 224 µs of CPU per request; BENCHMARKS.md). Headers come only from
+ * does less per call than node:http's ClientRequest + Agent (docs/performance.md,
+ * `server.transport`). Headers come only from
  * the plugin; the first-byte deadline is undici's headersTimeout; the
  * request's AbortSignal tears the call down before and after the headers.
  */

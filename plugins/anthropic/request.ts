@@ -51,7 +51,7 @@ class Breakpoints {
   ttlDropped = false;
   mark(where: 'tools' | 'system' | 'messages', block: { cache_control?: W.CacheControl } | undefined, cc: { ttl?: string } | undefined) {
     if (!block || !cc) return;
-    // decisions.md "Prompt caching": ttl is not forwarded to Anthropic (its 5m default applies).
+    // docs/providers-anthropic.md "Prompt caching": ttl is not forwarded to Anthropic (its 5m default applies).
     if (cc.ttl !== undefined) this.ttlDropped = true;
     if (!block.cache_control) this[where].push(block);
     block.cache_control = { type: 'ephemeral' };
@@ -83,7 +83,7 @@ export function toAnthropic(req: ChatRequest, model: ModelConfig, note: Note, st
   if (thinking) body.thinking = thinking;
   if (req.user) body.metadata = { user_id: req.user };
   if (stream) body.stream = true;
-  // Provider-specific fields under Anthropic's own names, untouched (decisions.md "native_fields").
+  // Provider-specific fields under Anthropic's own names, untouched (docs/providers-anthropic.md).
   Object.assign(body, native);
   return { body, plan: { answerTool, includeUsage: !!req.stream_options?.include_usage } };
 }
@@ -145,7 +145,7 @@ function mapLimits(req: ChatRequest, model: ModelConfig, toolChoice: W.ToolChoic
   }
   const effort = req.reasoning_effort ?? undefined;
   const native = req.native_fields?.thinking;
-  // native_fields.thinking wins untouched (decisions.md "Reasoning").
+  // native_fields.thinking wins untouched (docs/providers-anthropic.md).
   if (native !== undefined) {
     if (effort) note({ param: 'reasoning_effort', action: 'strip', before: effort, reason: 'native_fields.thinking is given and wins' });
     return { maxTokens, thinkingOn: !!native && (native as { type?: string }).type !== 'disabled' };
@@ -193,7 +193,7 @@ function mapSampling(req: ChatRequest, thinkingOn: boolean, note: Note): { tempe
   return out;
 }
 
-/** Prompt caching (decisions.md): the caller's marks (at most 4), else the end of the system prompt and of the tools. */
+/** Prompt caching (docs/providers-anthropic.md): the caller's marks (at most 4), else the end of the system prompt and of the tools. */
 function applyCaching(marks: Breakpoints, system: W.TextBlock[], tools: W.Tool[], note: Note): void {
   if (marks.count === 0) {
     const added: string[] = [];

@@ -1,5 +1,5 @@
-// Anthropic Messages response -> chat.completion (shared/fixtures/WIRE-FORMATS.md
-// sections 4 and 7). Also the pieces the stream mapper shares: finish_reason
+// Anthropic Messages response -> chat.completion (https://docs.anthropic.com/en/api/messages;
+// docs/providers-anthropic.md "Answers and streams"). Also the pieces the stream mapper shares: finish_reason
 // and usage.
 import type { ChatCompletion, ChatUsage, FinishReason, ReasoningDetail, ToolCall } from '../../src/types.js';
 import { unparseable } from '../../src/provider.js';

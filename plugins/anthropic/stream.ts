@@ -1,6 +1,6 @@
 // Anthropic stream events -> chat.completion.chunk, one event at a time
 // (never buffered). Event reference: https://docs.anthropic.com/en/docs/build-with-claude/streaming
-// and shared/fixtures/WIRE-FORMATS.md section 4 "Streaming". Events are keyed
+// Events are keyed
 // on the JSON `type`; Anthropic pads its data lines with trailing spaces,
 // which JSON.parse ignores.
 import type { ChatChunk, ChunkDelta, FinishReason } from '../../src/types.js';

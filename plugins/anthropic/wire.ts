@@ -1,7 +1,6 @@
 // Anthropic Messages API wire types (POST /v1/messages, anthropic-version
 // 2023-06-01), limited to what this plugin sends and reads.
-// Reference: https://docs.anthropic.com/en/api/messages and
-// shared/fixtures/WIRE-FORMATS.md section 4.
+// Reference: https://docs.anthropic.com/en/api/messages.
 
 export interface CacheControl {
   type: 'ephemeral';

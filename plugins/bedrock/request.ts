@@ -90,7 +90,7 @@ export function toConverse(req: ChatRequest, modelId: string, model: ModelConfig
     if (req.service_tier === 'default' || req.service_tier === 'flex' || req.service_tier === 'priority') body.serviceTier = { type: req.service_tier };
     else note({ param: 'service_tier', action: 'strip', before: req.service_tier, reason: "Bedrock service tiers are 'default', 'flex', 'priority' and 'reserved'" });
   }
-  // native_fields (decisions.md): Converse's own top-level members stay at the
+  // native_fields (docs/providers-bedrock.md): Converse's own top-level members stay at the
   // top level, anything else is a model field and goes to additionalModelRequestFields.
   for (const [k, v] of Object.entries(native)) {
     if ((W.REQUEST_MEMBERS as readonly string[]).includes(k)) (body as unknown as Record<string, unknown>)[k] = v;
@@ -345,7 +345,7 @@ function mapInference(
 /**
  * reasoning_effort -> Claude's `thinking` (budget_tokens) or Amazon Nova 2's
  * `reasoningConfig`, both in additionalModelRequestFields. A native `thinking`
- * or `reasoningConfig` wins untouched (decisions.md "Reasoning").
+ * or `reasoningConfig` wins untouched (docs/providers-bedrock.md).
  */
 function mapReasoning(
   req: ChatRequest,

@@ -1,7 +1,7 @@
 // debug: when the client asks (`debug: [...]`, `extra.debug: [...]` or
 // `extra.debug: true`), attach a top-level `debug` object with the asked
 // categories to the final result (JSON body, or last chunk / final response of
-// a stream). Shapes per shared/spec/decisions.md ("Debug categories").
+// a stream). Shapes per docs/routing.md ("Debug").
 import type { PipelinePlugin, DebugCategory, RouteSlot } from '../../src/plugin.js';
 
 const ALL: DebugCategory[] = ['normalizations', 'deprecations', 'routing'];

@@ -1,4 +1,4 @@
-// Gemini cached contents for `cache_control` prefixes (shared/spec/decisions.md
+// Gemini cached contents for `cache_control` prefixes (docs/providers-google.md
 // "Prompt caching"; https://ai.google.dev/gemini-api/docs/caching).
 //
 // A marked prefix becomes one cached content, created once per (provider,

@@ -10,7 +10,7 @@
 // - 400 FAILED_PRECONDITION ("User location is not supported", free tier not
 //   available) is about the gateway's account, so it becomes a 403 (fallback).
 // A 429 RESOURCE_EXHAUSTED carries RetryInfo.retryDelay ("34.4s"), which
-// becomes retryAfterMs (shared/fixtures/gemini/google-429-retry-info.json).
+// becomes retryAfterMs (https://cloud.google.com/apis/design/errors#error_details).
 import { UpstreamError, statusType, type ErrorMapper } from '../../src/provider.js';
 import type { ErrorBody } from '../../src/errors.js';
 import type { GeminiErrorBody } from './wire.js';

@@ -197,7 +197,7 @@ const byModality = (list: ModalityCount[] | undefined, m: string): number | unde
   Array.isArray(list) ? list.filter((d) => d.modality === m).reduce((s, d) => s + num(d.tokenCount), 0) : undefined;
 
 /**
- * usageMetadata to the image usage (WIRE-FORMATS section 5): promptTokenCount
+ * usageMetadata to the image usage (https://ai.google.dev/api/generate-content#UsageMetadata): promptTokenCount
  * is the input (text unless the details say image), candidatesTokenCount the
  * output (image unless the details say text); thoughts count as text output.
  */

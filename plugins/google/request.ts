@@ -8,7 +8,7 @@
 // https://ai.google.dev/gemini-api/docs/thinking,
 // https://ai.google.dev/gemini-api/docs/thought-signatures,
 // https://ai.google.dev/gemini-api/docs/caching,
-// shared/fixtures/WIRE-FORMATS.md section 5 and shared/spec/decisions.md.
+// and docs/providers-google.md.
 import type { ChatRequest, ChatMessage, ContentPart, NormalizationEntry, CacheControl } from '../../src/types.js';
 import type { ModelConfig } from '../../src/config/schema.js';
 import { errors } from '../../src/errors.js';

@@ -7,7 +7,7 @@
 //   {type:'thought_signature', signature, tool_call_id} for a function call and
 //   {type:'thought_signature', signature, part_index: 0} for the text, so the
 //   request mapper can put them back on the same parts next turn;
-// - finishReason and usage per shared/fixtures/WIRE-FORMATS.md section 7.
+// - finishReason and usage as docs/providers-google.md tabulates them.
 import { randomBytes } from 'node:crypto';
 import type { ChatCompletion, ChatChoice, ChatUsage, FinishReason, LogprobContent, ReasoningDetail, ToolCall } from '../../src/types.js';
 import type { GeminiCandidate, GeminiLogprobsResult, GeminiPart, GeminiUsage, GenerateContentResponse } from './wire.js';

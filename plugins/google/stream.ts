@@ -4,7 +4,7 @@
 // Every event is a whole GenerateContentResponse holding only the new parts;
 // usageMetadata is cumulative (the last one counts); finishReason comes on the
 // last event, and the connection then closes: there is no terminator
-// (shared/fixtures/WIRE-FORMATS.md section 5, gemini/*.chunks.txt). A
+// (https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent). A
 // `data: {"error":...}` event is a failure mid-stream.
 //
 // thoughtSignature values are gathered and sent once, in the finish chunk's

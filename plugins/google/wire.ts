@@ -1,7 +1,6 @@
 // Gemini (Generative Language API v1beta) wire types, limited to what the
 // gateway sends and reads. Field names are the API's camelCase JSON names
-// (https://ai.google.dev/api/generate-content, https://ai.google.dev/api/caching;
-// shared/fixtures/WIRE-FORMATS.md section 5).
+// (https://ai.google.dev/api/generate-content, https://ai.google.dev/api/caching).
 
 export type GeminiRole = 'user' | 'model';
 

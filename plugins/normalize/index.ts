@@ -2,7 +2,7 @@
 // record each change (debug.normalizations). Reasoning models (OpenAI o-series
 // and gpt-5, or any catalog model with capabilities.reasoning) accept only the
 // default temperature and reject sampling knobs and `max_tokens`
-// (see shared/fixtures/openai-chat/reasoning-model-legacy-parameter-error.json).
+// (OpenAI answers 400 "Unsupported parameter: 'max_tokens' ... Use 'max_completion_tokens'").
 // `extra.normalize: false` turns it off: the provider's own error comes back.
 import type { PipelinePlugin, RequestContext, AttemptInfo } from '../../src/plugin.js';
 import type { NormalizationEntry } from '../../src/types.js';

@@ -1,7 +1,7 @@
 // Same-API request mapping: patch what must change, forward the rest.
 // Gateway-only fields are removed; `native_fields` merge at the top level
 // (OpenAI's own names); `cache_control` is an Anthropic/Gemini concept and is
-// stripped here with a note (decisions.md "Prompt caching").
+// stripped here with a note (docs/providers-openai.md).
 import type { ChatRequest, NormalizationEntry } from '../../src/types.js';
 
 const GATEWAY_ONLY = ['native_fields', 'web_search', 'reasoning_summary'] as const;

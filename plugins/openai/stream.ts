@@ -1,5 +1,5 @@
 // Chat chunks from OpenAI and OpenAI-compatible servers, made uniform.
-// Compatible servers deviate (shared/fixtures/WIRE-FORMATS.md section 6):
+// Compatible servers deviate (docs/providers-openai.md):
 // tool-call `id` may be "", `index` may start at 1 or be missing, a whole call
 // may come in one chunk, reasoning may come as `delta.reasoning`, the
 // finish_reason chunk may be repeated, and `[DONE]` may be missing.

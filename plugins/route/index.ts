@@ -1,7 +1,7 @@
 // route: resolves the requested model (aliases included) and the fallback
 // chain into the route slot the dispatcher runs: primary, then `fallbacks` and
 // `extra.fallbacks`, then the model's default chain; duplicates removed; capped
-// at routing.max_attempts targets (decisions.md "Fallbacks and routing").
+// at routing.max_attempts targets (docs/routing.md).
 import type { PipelinePlugin, RouteSlot, Target, RequestContext } from '../../src/plugin.js';
 import type { ModelConfig } from '../../src/config/schema.js';
 import { errors } from '../../src/errors.js';

@@ -6,7 +6,7 @@
 // file's `token_uri`, which answers {access_token, expires_in, token_type}.
 // Signed here with node:crypto rather than google-auth-library, whose JWT
 // client posts to Google's own token URL whatever the file says
-// (shared/STACK.md), so a `token_uri` pointing elsewhere (a proxy, a private
+// (google-auth-library's JWT client), so a `token_uri` pointing elsewhere (a proxy, a private
 // endpoint, a test server) would be ignored.
 //
 // A token is used until shortly before it expires (REFRESH_MARGIN_MS, as

@@ -3,9 +3,8 @@
 // calls it again for the next target) and does no I/O.
 //
 // Shapes: OpenAI Responses API reference
-// (https://platform.openai.com/docs/api-reference/responses/object) and
-// shared/fixtures/WIRE-FORMATS.md section 2; finish_reason and usage mapping
-// per section 7 of the same file.
+// (https://platform.openai.com/docs/api-reference/responses/object);
+// finish_reason and usage mapping as docs/responses.md describes it.
 import { randomBytes } from 'node:crypto';
 import type { ModelConfig } from '../config/schema.js';
 import type {
@@ -112,7 +111,7 @@ export function newId(prefix: 'resp' | 'msg' | 'fc' | 'rs' | 'call'): string {
 // signature, Gemini thought signatures, ...) goes back to the client as a
 // `reasoning` item whose `encrypted_content` carries the provider's signed
 // blocks, so that the client can send the item back on the next turn and the
-// gateway restores them as `reasoning_details` (decisions.md "Reasoning").
+// gateway restores them as `reasoning_details` (docs/responses.md "Reasoning from other providers").
 // It is opaque to clients as OpenAI's own encrypted_content is; the prefix
 // tells the two apart (OpenAI's is Fernet, starting `gAAAAA`).
 export const GATEWAY_REASONING_PREFIX = 'mgw1:';
@@ -399,7 +398,7 @@ export function toNativeBody(body: ResponsesRequest, o: NativeOptions): { body: 
   if (o.normalize) {
     const caps = o.model.capabilities;
     // OpenAI reasoning models reject sampling knobs on the Responses API
-    // (shared/fixtures/openai-responses/reasoning-model-temperature-error.json),
+    // (400 "Unsupported parameter: 'temperature' is not supported with this model."),
     // and non-reasoning models reject `reasoning`.
     if (caps.reasoning) {
       for (const f of ['temperature', 'top_p'] as const) {
@@ -509,7 +508,7 @@ export function fillUsage(response: Record<string, unknown>): void {
   u.output_tokens_details = { ...u.output_tokens_details, reasoning_tokens: u.output_tokens_details?.reasoning_tokens ?? 0 };
 }
 
-/** finish_reason to status (WIRE-FORMATS.md section 7). */
+/** finish_reason to status and incomplete_details (docs/responses.md). */
 export function statusOf(finish: FinishReason | null | undefined): { status: ResponseStatus; incomplete_details: { reason: string } | null } {
   if (finish === 'length') return { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } };
   if (finish === 'content_filter') return { status: 'incomplete', incomplete_details: { reason: 'content_filter' } };

@@ -1,12 +1,11 @@
-// Validation of POST /v1/responses (spec 4.1, decisions.md "Errors"). Known
+// Validation of POST /v1/responses (docs/responses.md, docs/errors.md). Known
 // fields are checked strictly and every failure names the field (e.g.
 // `input[2].content[0].image_url`). Unknown top-level fields are kept: the
 // same-API path forwards them to OpenAI, which judges them; translated paths
 // drop them and record a `strip` normalization.
 //
 // Shapes follow the OpenAI Responses API reference
-// (https://platform.openai.com/docs/api-reference/responses/create) and
-// shared/fixtures/WIRE-FORMATS.md section 2. Two deliberate extensions:
+// (https://platform.openai.com/docs/api-reference/responses/create). Two deliberate extensions:
 // function tools are accepted both flat (`{type:'function', name, ...}`, the
 // Responses wire shape) and nested (`{type:'function', function:{name, ...}}`,
 // the shape spec 4.1 describes), and `tool_choice` likewise.

@@ -1,8 +1,8 @@
 // Responses streams, event by event (never buffered whole).
 //
 // - Translated targets: chat IR chunks become the OpenAI Responses event
-//   sequence (decisions.md "Streams"; event shapes from
-//   shared/fixtures/openai-responses/*.chunks.txt and WIRE-FORMATS.md section 2):
+//   sequence (docs/responses.md "Streaming"; event shapes from
+//   https://platform.openai.com/docs/api-reference/responses-streaming):
 //   response.created, response.in_progress, then per output item
 //   output_item.added … (content_part / output_text / refusal /
 //   function_call_arguments / reasoning_summary events) … output_item.done,
@@ -435,7 +435,7 @@ export class NativeResponseEvents extends BatchIterator<ResponseEvent> {
   }
 }
 
-/** Events to SSE frames: `event: <type>` plus the JSON (WIRE-FORMATS.md section 0). */
+/** Events to SSE frames: `event: <type>` plus the JSON (https://html.spec.whatwg.org/multipage/server-sent-events.html). */
 export function responseFrames(events: AsyncIterable<ResponseEvent>): MappedFrames<ResponseEvent> {
   return new MappedFrames(events, (e) => sseFrame(JSON.stringify(e), e.type));
 }

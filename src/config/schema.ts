@@ -39,7 +39,7 @@ const ServerSchema = v.strictObject({
   workers: v.optional(nonNegativeInt, 0),
   /** Log level for the access log and gateway events. */
   log_level: v.optional(v.picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
-  /** Upstream transport: `undici` (undici connection pools, the default: least CPU per call), `http` (node:http on keep-alive agents) or `proxy` (http-proxy-3). BENCHMARKS.md has the numbers. */
+  /** Upstream transport: `undici` (undici connection pools, the default: least CPU per call), `http` (node:http on keep-alive agents) or `proxy` (http-proxy-3). docs/performance.md has the numbers. */
   transport: v.optional(v.picklist(['undici', 'http', 'proxy']), 'undici'),
   /**
    * Node/V8 flags the gateway process runs with (e.g. `--max-semi-space-size=32`
