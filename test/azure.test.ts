@@ -229,6 +229,51 @@ t.test('content filter: finish_reason content_filter (plain and streamed), a blo
   t.equal(openai.requests.length, 0, 'the caller-fault 400 does not fall back');
 });
 
+t.test('content filter on the Responses API: incomplete with reason content_filter (plain and streamed), a blocked prompt a 400', async (t) => {
+  for (const model of ['openai/gpt-4.1-mini', 'openai/gpt-5-mini']) {
+    const r = await client.responses.create({ model, input: 'FILTER-OUTPUT tell me more' });
+    t.equal(r.status, 'incomplete', model);
+    t.same(r.incomplete_details, { reason: 'content_filter' });
+    t.equal(r.output_text, 'Echo:', 'the text up to where the filter stopped it');
+    const events: any[] = [];
+    for await (const ev of await client.responses.create({ model, input: 'FILTER-OUTPUT streamed', stream: true })) events.push(ev);
+    t.equal(events.at(-1).type, 'response.incomplete');
+    t.same(events.at(-1).response.incomplete_details, { reason: 'content_filter' });
+    t.notOk(events.some((e) => e.type === 'response.completed'));
+    azure.reset();
+    openai.reset();
+    const e: any = await client.responses.create({ model, input: 'FILTER-PROMPT bad' }).catch((x) => x);
+    t.equal(e.status, 400);
+    t.match(e.error, { code: 'content_filter', type: 'invalid_request_error', message: /content filter blocked the request \(violence: medium\)/ });
+    const es: any = await client.responses.create({ model, input: [{ role: 'user', content: [{ type: 'input_text', text: 'FILTER-PROMPT streamed' }] }], stream: true }).catch((x) => x);
+    t.equal(es.status, 400, 'streamed: the 400 comes before any event');
+    t.equal(es.error.code, 'content_filter');
+    t.equal(azure.requests.length, 2);
+    t.equal(openai.requests.length, 0, 'a blocked prompt does not fall back');
+  }
+});
+
+t.test('content filter on images: content_policy_violation is a 400 content_filter naming the categories', async (t) => {
+  for (const model of ['openai/gpt-image-1', 'openai/gpt-image-1-dated']) {
+    const e: any = await client.images.generate({ model, prompt: 'FILTER-PROMPT a picture' }).catch((x) => x);
+    t.equal(e.status, 400, model);
+    t.match(e.error, { code: 'content_filter', type: 'invalid_request_error', message: /content filter blocked the request \(sexual: high\): Your request was rejected/ });
+  }
+});
+
+t.test('JSON schema output on the Responses API, plain and streamed', async (t) => {
+  const format = { type: 'json_schema' as const, name: 'answer', schema: { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'], additionalProperties: false }, strict: true };
+  for (const model of ['openai/gpt-4.1-mini', 'openai/gpt-5-mini']) {
+    azure.reset();
+    const r = await client.responses.create({ model, input: 'json via responses', text: { format } });
+    t.same(JSON.parse(r.output_text), { answer: 'json via responses' }, model);
+    t.same(azure.requests[0].body.text.format, format, 'the format reaches Azure as sent');
+    let text = '';
+    for await (const ev of await client.responses.create({ model, input: 'json streamed', text: { format }, stream: true })) if (ev.type === 'response.output_text.delta') text += ev.delta;
+    t.same(JSON.parse(text), { answer: 'json streamed' });
+  }
+});
+
 t.test('images on both URL schemes, annotations removed', async (t) => {
   for (const model of ['openai/gpt-image-1', 'openai/gpt-image-1-dated']) {
     azure.reset();

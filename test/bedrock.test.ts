@@ -225,6 +225,19 @@ t.test('Responses API, plain and streamed, translated through chat', async (t) =
   t.ok(events.at(-1).response.usage.total_tokens > 0);
 });
 
+t.test('JSON schema output on the Responses API: text.format becomes outputConfig, plain and streamed', async (t) => {
+  const schema = { type: 'object', properties: { city: { type: 'string' }, population: { type: 'integer' } }, required: ['city', 'population'], additionalProperties: false };
+  const format = { type: 'json_schema', name: 'city', schema, strict: true };
+  const r: Any = await client.responses.create({ model: SONNET, input: 'Largest city of France?', text: { format } } as Any);
+  t.same(JSON.parse(r.output_text), { city: 'Paris', population: 42 });
+  t.same(JSON.parse(bed.requests[0].body.outputConfig.textFormat.structure.jsonSchema.schema), schema);
+  let text = '';
+  for await (const e of (await client.responses.create({ model: SONNET, input: 'Largest city of France?', text: { format }, stream: true } as Any)) as Any) if (e.type === 'response.output_text.delta') text += e.delta;
+  t.same(JSON.parse(text), { city: 'Paris', population: 42 });
+  t.match(bed.requests[1].rawPath, /converse-stream$/);
+  t.ok(bed.requests[1].body.outputConfig.textFormat, 'streamed with the schema too');
+});
+
 for (const [status, type, fallsBack] of [
   [429, 'ThrottlingException', true],
   [503, 'ServiceUnavailableException', true],

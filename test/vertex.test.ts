@@ -268,6 +268,21 @@ t.test('Responses API plain and streamed, on Gemini and Claude', async (t) => {
   }
 });
 
+t.test('JSON schema output on the Responses API, plain and streamed, on Gemini and Claude', async (t) => {
+  const format = { type: 'json_schema' as const, name: 'city_answer', schema: { type: 'object', properties: { city: { type: 'string' }, population: { type: 'integer' } }, required: ['city', 'population'], additionalProperties: false }, strict: true };
+  for (const model of [FLASH, SONNET]) {
+    vx.reset();
+    const r = await client.responses.create({ model, input: 'Paris facts', text: { format }, store: false });
+    t.match(JSON.parse(r.output_text), { city: String, population: Number }, model);
+    if (model === FLASH) t.equal(last().body.generationConfig.responseMimeType, 'application/json');
+    else t.equal(last().body.tool_choice.name, 'city_answer');
+    let text = '';
+    for await (const e of await client.responses.create({ model, input: 'Paris facts', text: { format }, stream: true, store: false })) if (e.type === 'response.output_text.delta') text += e.delta;
+    t.match(JSON.parse(text), { city: String, population: Number }, `${model} streamed`);
+    t.match(last().path, /:stream(GenerateContent|RawPredict)$/);
+  }
+});
+
 t.test('fallback from Vertex to OpenAI on 429 and on 5xx', async (t) => {
   vx.fail({ status: 429, body: vertexRateLimitBody(), pathIncludes: ':generateContent' });
   const r: any = await client.chat.completions.create({ model: FLASH, messages: [{ role: 'user', content: 'fall back' }], fallbacks: ['openai/gpt-4.1-mini'] } as any);

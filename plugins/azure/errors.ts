@@ -3,7 +3,7 @@
 // `DeploymentNotFound`) and mapped as OpenAI's are. A prompt that the content
 // filter blocks is a 400 with `code: "content_filter"` (images:
 // `content_policy_violation`) and the categories in
-// `innererror.content_filter_result`
+// `innererror.content_filter_result` (the image API: `inner_error.content_filter_results`)
 // (https://learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter):
 // the client gets a 400 `content_filter` that names them.
 import { openAIStyleError, type ErrorMapper } from '../../src/provider.js';
@@ -11,7 +11,13 @@ import { openAIStyleError, type ErrorMapper } from '../../src/provider.js';
 type FilterResult = Record<string, { filtered?: boolean; severity?: string; detected?: boolean } | undefined>;
 
 interface AzureErrorBody {
-  error?: { code?: string; message?: string; param?: string; innererror?: { code?: string; content_filter_result?: FilterResult } };
+  error?: {
+    code?: string;
+    message?: string;
+    param?: string;
+    innererror?: { code?: string; content_filter_result?: FilterResult };
+    inner_error?: { code?: string; content_filter_results?: FilterResult };
+  };
 }
 
 function filteredCategories(r: FilterResult | undefined): string[] {
@@ -23,9 +29,10 @@ function filteredCategories(r: FilterResult | undefined): string[] {
 export const azureError: ErrorMapper = (status, body, text, headers) => {
   const mapped = openAIStyleError(status, body, text, headers);
   const e = (body as AzureErrorBody | undefined)?.error;
-  const filtered = e?.code === 'content_filter' || e?.code === 'content_policy_violation' || e?.innererror?.code === 'ResponsibleAIPolicyViolation';
+  const inner = e?.innererror ?? e?.inner_error;
+  const filtered = e?.code === 'content_filter' || e?.code === 'content_policy_violation' || inner?.code === 'ResponsibleAIPolicyViolation';
   if (status === 400 && filtered) {
-    const cats = filteredCategories(e?.innererror?.content_filter_result);
+    const cats = filteredCategories(e?.innererror?.content_filter_result ?? e?.inner_error?.content_filter_results);
     mapped.error = {
       message: `Azure OpenAI's content filter blocked the request${cats.length ? ` (${cats.join(', ')})` : ''}: ${e?.message ?? 'content management policy'}`,
       type: 'invalid_request_error',

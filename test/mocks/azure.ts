@@ -12,8 +12,9 @@
 // `content_filter_results`; a first stream chunk with `choices: []` and an
 // empty id; a trailing annotation-only chunk) and content-filter outcomes: a
 // prompt containing FILTER-PROMPT is refused with Azure's 400
-// `content_filter` error, a completion for FILTER-OUTPUT stops with
-// `finish_reason: "content_filter"`.
+// `content_filter` error (an image prompt with `content_policy_violation`),
+// a completion for FILTER-OUTPUT stops with `finish_reason: "content_filter"`
+// (a response: `status: "incomplete"`, reason `content_filter`).
 // https://learn.microsoft.com/azure/ai-foundry/openai/reference,
 // https://learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter.
 import { startMock, sse, type MockServer, type Recorded, type Reply } from './server.js';
@@ -45,6 +46,32 @@ function lastUserText(body: any): string {
   const m = [...(body.messages ?? [])].reverse().find((x: any) => x.role === 'user');
   if (!m) return '';
   return typeof m.content === 'string' ? m.content : (m.content ?? []).map((p: any) => p.text ?? '').join(' ');
+}
+
+/** The text of a Responses request's input (a string, or its items' text parts). */
+function inputText(body: any): string {
+  if (typeof body.input === 'string') return body.input;
+  const parts: string[] = [];
+  for (const it of body.input ?? []) {
+    if (typeof it?.content === 'string') parts.push(it.content);
+    else for (const p of it?.content ?? []) if (typeof p?.text === 'string') parts.push(p.text);
+  }
+  return parts.join(' ');
+}
+
+/**
+ * Azure's answer to an image prompt its filter blocks: `content_policy_violation`
+ * with the categories under `inner_error.content_filter_results` (the image
+ * API's own shape, snake_case, unlike chat's `innererror`).
+ */
+function imagePromptFiltered(): Reply {
+  return azureError(400, 'content_policy_violation', 'Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.', {
+    inner_error: {
+      code: 'ResponsibleAIPolicyViolation',
+      content_filter_results: { hate: SAFE, self_harm: SAFE, sexual: { filtered: true, severity: 'high' }, violence: SAFE },
+      revised_prompt: null,
+    },
+  });
 }
 
 /** Azure's answer to a prompt its content filter blocks. */
@@ -107,7 +134,8 @@ export interface AzureMockOptions {
 export async function startAzureMock(opts: AzureMockOptions = {}): Promise<MockServer> {
   const deployments = opts.deployments ?? AZURE_DEPLOYMENTS;
   const models = new Set(Object.values(deployments));
-  const responses = createResponsesMock({ models: [...models] });
+  // The output filter on the Responses API: the response stops `incomplete`, reason `content_filter`.
+  const responses = createResponsesMock({ models: [...models], filterOutput: (body) => /FILTER-OUTPUT/.test(inputText(body)) });
   const images = openAIImagesRoute();
   return startMock(async (req: Recorded) => {
     const v1 = req.path.startsWith('/openai/v1/');
@@ -147,7 +175,11 @@ export async function startAzureMock(opts: AzureMockOptions = {}): Promise<MockS
       return opts.sseDelayMs && reply.sse ? { ...reply, sseDelayMs: opts.sseDelayMs } : reply;
     }
     const inner: Recorded = { ...req, path: `/v1/${op}`, body };
-    if (op === 'responses') return responses.handler(inner);
+    if (op === 'responses') {
+      if (/FILTER-PROMPT/.test(inputText(body))) return promptFiltered();
+      return responses.handler(inner);
+    }
+    if (/FILTER-PROMPT/.test(String(body.prompt ?? ''))) return imagePromptFiltered();
     const r = await images(inner);
     if (r.status === 200) for (const d of (r.json as any).data) d.content_filter_results = SAFE_RESULTS;
     return r;

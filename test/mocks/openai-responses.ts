@@ -187,7 +187,18 @@ function plan(body: any, items: any[]) {
   return { text: `Echo: ${userText}`, search };
 }
 
-export function createResponsesMock(opts: { models?: string[] } = {}): ResponsesMock {
+export interface ResponsesMockOptions {
+  models?: string[];
+  /**
+   * A service-side output filter (Azure's content filter): when it returns
+   * true for a request, the answer stops after its first word with
+   * `status: "incomplete"` and `incomplete_details.reason: "content_filter"`
+   * (the reason OpenAI's Response schema has for it).
+   */
+  filterOutput?: (body: any) => boolean;
+}
+
+export function createResponsesMock(opts: ResponsesMockOptions = {}): ResponsesMock {
   const models = new Set(opts.models ?? DEFAULT_OPENAI_MODELS);
   const mock: ResponsesMock = { stored: new Map(), reasoningIds: new Set(), handler: undefined as unknown as Handler, countHandler: undefined as unknown as Handler };
   mock.countHandler = (req: Recorded): Reply => {
@@ -232,6 +243,11 @@ export function createResponsesMock(opts: { models?: string[] } = {}): Responses
         text = text.slice(0, body.max_output_tokens * 4);
         status = 'incomplete';
         incomplete = { reason: 'max_output_tokens' };
+      }
+      if (opts.filterOutput?.(body)) {
+        text = text.split(' ')[0];
+        status = 'incomplete';
+        incomplete = { reason: 'content_filter' };
       }
       const annotations = p.search ? [{ type: 'url_citation', start_index: 0, end_index: Math.min(4, text.length), title: 'Mock source', url: 'https://example.com/source' }] : [];
       output.push({ id: `msg_${hex(25)}`, type: 'message', status: status === 'completed' ? 'completed' : 'incomplete', content: [{ type: 'output_text', annotations, logprobs: [], text }], role: 'assistant' });
