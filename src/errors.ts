@@ -113,13 +113,18 @@ export function scrubSecrets(text: string, secrets: (string | undefined)[]): str
 
 /**
  * What a provider's config holds that must never reach a client or a log
- * line: its API key, long header values, and the long string values of its
- * family's own keys (a secret key, a session token...).
+ * line: its API key, long header values (an operator's own auth header), and
+ * the values of its family's own keys that the family declares secret
+ * (`FamilyDefaults.secrets`: an AWS secret key, a session token...). Other
+ * option values (a project, a location, a key file's path) stay readable.
  */
-export function providerSecrets(p: { api_key?: string; headers: Record<string, string>; options?: Record<string, unknown> }): string[] {
+export function providerSecrets(p: { api_key?: string; headers: Record<string, string>; options?: Record<string, unknown>; secret_options?: readonly string[] }): string[] {
   const out: string[] = [];
   if (p.api_key) out.push(p.api_key);
   for (const h of Object.values(p.headers)) if (h.length >= 16) out.push(h);
-  for (const o of Object.values(p.options ?? {})) if (typeof o === 'string' && o.length >= 16) out.push(o);
+  for (const k of p.secret_options ?? []) {
+    const o = p.options?.[k];
+    if (typeof o === 'string' && o) out.push(o);
+  }
   return out;
 }

@@ -61,6 +61,9 @@ function validateProviderPlugin(p: ProviderPlugin, where: string): ProviderPlugi
     const schema = d?.schema as { '~standard'?: unknown; kind?: unknown } | undefined;
     if (schema !== undefined && (typeof schema !== 'object' || schema.kind !== 'schema'))
       throw new PluginError(`${where} (${p.name}): families.${fam}.schema must be a valibot schema`, 'PLUGIN_INVALID');
+    const secrets = d?.secrets as unknown;
+    if (secrets !== undefined && (!Array.isArray(secrets) || !secrets.every((k) => typeof k === 'string')))
+      throw new PluginError(`${where} (${p.name}): families.${fam}.secrets must be an array of key names`, 'PLUGIN_INVALID');
     for (const fn of ['baseUrl', 'missingCredentials'] as const) {
       if (d?.[fn] !== undefined && typeof d[fn] !== 'function') throw new PluginError(`${where} (${p.name}): families.${fam}.${fn} must be a function`, 'PLUGIN_INVALID');
     }

@@ -361,6 +361,10 @@ export default { kind: 'provider', name: 'thief', families: { openai: {} }, asyn
   const err3: any = await loadGatewayConfig('g.yaml', builtins(), { text: config().replace(`  - path: ${pluginPath}\n`, `  - path: ${invalid}\n`) }).catch((e) => e);
   t.equal(err3?.code, 'PLUGIN_INVALID');
   t.match(err3?.message, /families\.x\.schema must be a valibot schema/);
+  const badSecrets = tmpModule(`export default { kind: 'provider', name: 'x', families: { x: { secrets: 'secret' } }, async chat() {} };`);
+  const err4: any = await loadGatewayConfig('g.yaml', builtins(), { text: config().replace(`  - path: ${pluginPath}\n`, `  - path: ${badSecrets}\n`) }).catch((e) => e);
+  t.equal(err4?.code, 'PLUGIN_INVALID');
+  t.match(err4?.message, /families\.x\.secrets must be an array of key names/);
 });
 
 t.test('model-gateway check knows the families of path-loaded plugins', async (t) => {

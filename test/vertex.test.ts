@@ -476,6 +476,49 @@ models:
   t.equal(none.status, 503);
 });
 
+t.test('error texts keep what is not secret: a key file that vanished is named by its path; declared secrets are cut', async (t) => {
+  const { copyFileSync, mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'vertex-vanishing-key-')), 'service-account-key.json');
+  copyFileSync(keyFile, file);
+  const g = await startGateway(config().replace(`credentials_file: ${badKeyFile}`, `credentials_file: ${file}`));
+  t.teardown(() => g.close());
+  // Read at start-up (the provider has credentials), gone before the first call.
+  rmSync(file);
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  const r: any = await c.chat.completions.create({ model: 'google/gemini-badkey', messages: [{ role: 'user', content: 'x' }], fallbacks: ['openai/gpt-4.1-mini'] } as any);
+  t.equal(r.model, 'openai/gpt-4.1-mini');
+  t.match(r.extra.routing.attempts[0], { provider: 'vertex-badkey', status: 'failed', error: `401 cannot read the service-account key file ${file} (ENOENT)` }, 'the path is named, not [redacted]');
+
+  const families = familiesOf(builtins());
+  const cfg = loadConfigText(
+    `
+providers:
+  - name: bedrock
+    family: bedrock
+    region: eu-central-1
+    access_key_id: AKIAEXAMPLE000000001
+    secret_access_key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY
+    session_token: FwoGZXIvYXdzEXAMPLETOKEN
+  - name: vx
+    family: vertex
+    credentials_file: ${keyFile}
+    project: a-long-project-name-1
+    location: northamerica-northeast1
+models:
+  - id: m/one
+    deployments: [{ provider: bedrock, model: amazon.nova-pro-v1:0 }, { provider: vx, model: gemini-2.5-flash }]
+`,
+    'g.yaml',
+    { families, env: {} },
+  );
+  const { providerSecrets, scrubSecrets } = await import('../src/errors.js');
+  t.same(providerSecrets(cfg.providers.get('bedrock')!).sort(), ['FwoGZXIvYXdzEXAMPLETOKEN', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'], "bedrock's declared secrets, not its key id or region");
+  t.same(providerSecrets(cfg.providers.get('vx')!), [], 'a key file path, a project and a location are not secrets');
+  t.equal(scrubSecrets('bad token FwoGZXIvYXdzEXAMPLETOKEN in eu-central-1', providerSecrets(cfg.providers.get('bedrock')!)), 'bad token [redacted] in eu-central-1');
+});
+
 t.test('URLs, the rawPredict body and error shapes, unit level', async (t) => {
   t.equal(locationBaseUrl('us-east5'), 'https://us-east5-aiplatform.googleapis.com');
   t.equal(locationBaseUrl('global'), 'https://aiplatform.googleapis.com');

@@ -96,6 +96,7 @@ export default function bedrock(): ProviderPlugin {
         },
         defaults: { region: 'us-east-1' },
         schema: BedrockOptions,
+        secrets: ['secret_access_key', 'session_token'],
         baseUrl: (p: ProviderBlock) => `https://bedrock-runtime.${p.region}.amazonaws.com`,
         missingCredentials: (p: ProviderBlock) =>
           p.api_key || keyPair(p.options as Options) ? undefined : 'no AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_BEARER_TOKEN_BEDROCK)',

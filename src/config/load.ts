@@ -28,7 +28,7 @@ export class ConfigError extends Error {
 }
 
 /** A provider block as the family's hooks see it: the core keys, and the family's own keys (`options`) as its schema returned them. */
-export type ProviderBlock = Omit<ProviderConfig, 'base_url' | 'missing_credentials'> & { base_url?: string };
+export type ProviderBlock = Omit<ProviderConfig, 'base_url' | 'missing_credentials' | 'secret_options'> & { base_url?: string };
 
 /**
  * What a provider family tells the loader: where its defaults come from, the
@@ -67,6 +67,14 @@ export interface FamilyDefaults {
    * credentials is skipped by routing (the model's next deployment serves).
    */
   missingCredentials?(provider: ProviderBlock): string | undefined;
+  /**
+   * The family's own keys whose values are secrets (an AWS secret key, a
+   * session token, a client secret): like `api_key` and header values, they
+   * are cut out of every upstream error text before it reaches a client or a
+   * log line. Other keys (a project, a location, a key file's path) are shown
+   * as they are: they are what an operator needs to see in an error.
+   */
+  secrets?: readonly string[];
   /**
    * Endpoints this family serves through the plugin's same-API hooks
    * (`responses`, `images`). Absent: every hook the plugin has. A family that
@@ -304,7 +312,12 @@ function resolve(
       problems.push({ path: `providers.${i}.base_url`, line: lineOf(['providers', i]), message: `family ${p.family} has no default base URL: set base_url${envName ? ` (or ${envName})` : ''}` });
       return;
     }
-    providers.set(p.name, { ...block, base_url: (baseUrl ?? '').replace(/\/+$/, ''), missing_credentials: missing });
+    providers.set(p.name, {
+      ...block,
+      base_url: (baseUrl ?? '').replace(/\/+$/, ''),
+      missing_credentials: missing,
+      ...(fam.secrets?.length ? { secret_options: fam.secrets } : {}),
+    });
   });
 
   const models = new Map<string, ModelConfig>();

@@ -182,6 +182,8 @@ export type ProviderConfig = v.InferOutput<v.ObjectSchema<typeof ProviderEntries
   options: Record<string, unknown>;
   /** Why this provider cannot call its upstream (no credentials), if so: routing skips it. */
   missing_credentials?: string;
+  /** The keys of `options` that hold secrets (its family's `secrets`): scrubbed from error texts. */
+  secret_options?: readonly string[];
 };
 export type ModelConfig = v.InferOutput<typeof ModelSchema>;
 export type DeploymentConfig = v.InferOutput<typeof DeploymentSchema>;

@@ -133,6 +133,7 @@ export default function acme(): ProviderPlugin {
         env: { secret: 'ACME_SECRET', region: 'ACME_REGION', key_id: 'ACME_KEY_ID' },
         defaults: { region: 'eu' },
         schema: AcmeOptions,
+        secrets: ['secret'],
         baseUrl: (p) => ((p.options as Options).host ? `${(p.options as Options).host}/${p.region}` : undefined),
         missingCredentials: (p) => ((p.options as Options).secret ? undefined : 'no acme secret (ACME_SECRET)'),
       },
