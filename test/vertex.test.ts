@@ -385,6 +385,19 @@ t.test('the token is refreshed shortly before it expires, once for all waiters, 
   t.ok(vx.tokens.get(firstToken!.slice(7))! > Date.now(), 'the old one was still valid upstream: refreshed before expiry');
 });
 
+t.test("the key file's token_uri is where tokens come from, whatever the base URL", async (t) => {
+  const altUri = `${vx.url}/oauth2/v4/token`;
+  const altKey = vx.writeKeyFile({ ...vx.serviceAccount, token_uri: altUri });
+  const g = await startGateway(config(), { GOOGLE_APPLICATION_CREDENTIALS: altKey });
+  t.teardown(() => g.close());
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  const r = await c.chat.completions.create({ model: FLASH, messages: [{ role: 'user', content: 'alt token uri' }] });
+  t.equal(r.choices[0].message.content, 'Echo: alt token uri');
+  t.same(vx.requests.filter((x) => x.path.endsWith('/token')).map((x) => x.path), ['/oauth2/v4/token'], 'one token request, to the token_uri of the key file');
+  const claims = JSON.parse(Buffer.from(new URLSearchParams(vx.requests.find((x) => x.path === '/oauth2/v4/token')!.raw).get('assertion')!.split('.')[1], 'base64url').toString());
+  t.equal(claims.aud, altUri, 'the JWT is addressed to it');
+});
+
 t.test('a revoked token: 401 falls back, the next call fetches a new token', async (t) => {
   await client.chat.completions.create({ model: FLASH, messages: [{ role: 'user', content: 'warm' }] });
   vx.revokeTokens();
@@ -536,26 +549,34 @@ t.test('URLs, the rawPredict body and error shapes, unit level', async (t) => {
   t.match(claudeOnVertexError(400, { type: 'error', error: { type: 'invalid_request_error', message: 'messages: bad' } }, ''), { error: { type: 'invalid_request_error', message: 'messages: bad' } });
 });
 
-t.test('the shipped gateway.yaml with only Vertex credentials: Claude and Gemini served by Vertex on the global host', async (t) => {
+t.test('the shipped gateway.yaml with only Vertex credentials: Claude and Gemini served by Vertex, in us-central1 unless VERTEX_LOCATION says otherwise', async (t) => {
   const { readFileSync, mkdtempSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const path = await import('node:path');
   const yaml = readFileSync(new URL('../../gateway.yaml', import.meta.url), 'utf8');
-  const db = path.join(mkdtempSync(path.join(tmpdir(), 'vertex-shipped-')), 'responses.sqlite');
-  const g = await startGateway(yaml, { GOOGLE_APPLICATION_CREDENTIALS: keyFile, VERTEX_BASE_URL: vx.url, GATEWAY_RESPONSES_DB: db });
-  t.teardown(() => g.close());
-  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
-  for (const [model, path] of [
-    ['anthropic/claude-sonnet-4-5', '/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict'],
-    ['anthropic/claude-haiku-4-5', '/publishers/anthropic/models/claude-haiku-4-5@20251001:rawPredict'],
-    ['google/gemini-2.5-flash', '/publishers/google/models/gemini-2.5-flash:generateContent'],
-    ['google/gemini-2.5-pro', '/publishers/google/models/gemini-2.5-pro:generateContent'],
-  ]) {
-    const r: any = await c.chat.completions.create({ model, messages: [{ role: 'user', content: `shipped ${model}` }], debug: ['routing'] } as any);
-    t.equal(r.choices[0].message.content, `Echo: shipped ${model}`);
-    t.equal(last().path, `/v1/projects/${vx.project}/locations/global${path}`);
-    t.match(r.extra.routing.attempts, [{ status: 'skipped' }, { provider: 'vertex', region: 'global', status: 'succeeded' }], `${model}: the direct provider without a key is skipped`);
+  for (const location of ['us-central1', 'global']) {
+    const db = path.join(mkdtempSync(path.join(tmpdir(), 'vertex-shipped-')), 'responses.sqlite');
+    const env: Record<string, string> = { GOOGLE_APPLICATION_CREDENTIALS: keyFile, VERTEX_BASE_URL: vx.url, GATEWAY_RESPONSES_DB: db };
+    if (location === 'global') env.VERTEX_LOCATION = 'global';
+    const g = await startGateway(yaml, env);
+    t.teardown(() => g.close());
+    const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+    for (const [model, path] of [
+      ['anthropic/claude-sonnet-4-5', '/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict'],
+      ['anthropic/claude-haiku-4-5', '/publishers/anthropic/models/claude-haiku-4-5@20251001:rawPredict'],
+      ['google/gemini-2.5-flash', '/publishers/google/models/gemini-2.5-flash:generateContent'],
+      ['google/gemini-2.5-pro', '/publishers/google/models/gemini-2.5-pro:generateContent'],
+    ]) {
+      const r: any = await c.chat.completions.create({ model, messages: [{ role: 'user', content: `shipped ${model}` }], debug: ['routing'] } as any);
+      t.equal(r.choices[0].message.content, `Echo: shipped ${model}`);
+      t.equal(last().path, `/v1/projects/${vx.project}/locations/${location}${path}`);
+      t.match(r.extra.routing.attempts, [{ status: 'skipped' }, { provider: 'vertex', region: location, status: 'succeeded' }], `${model}: the direct provider without a key is skipped`);
+    }
   }
+  // Without VERTEX_BASE_URL the host follows the location.
+  const families = familiesOf(builtins());
+  t.equal(loadConfigText(yaml, 'gateway.yaml', { families, env: { GOOGLE_APPLICATION_CREDENTIALS: keyFile } }).providers.get('vertex')!.base_url, 'https://us-central1-aiplatform.googleapis.com');
+  t.equal(loadConfigText(yaml, 'gateway.yaml', { families, env: { GOOGLE_APPLICATION_CREDENTIALS: keyFile, VERTEX_LOCATION: 'global' } }).providers.get('vertex')!.base_url, 'https://aiplatform.googleapis.com');
 });
 
 t.test('input token counts: :countTokens for Gemini (prompt fields at the top level), count-tokens:rawPredict for Claude', async (t) => {

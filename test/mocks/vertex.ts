@@ -223,6 +223,8 @@ const CountTokensRequest: Spec = {
   fields: { model: 'string', instances: { kind: 'arr', of: 'any' }, contents: { kind: 'arr', of: SPEC.Content }, systemInstruction: SPEC.Content, tools: { kind: 'arr', of: SPEC.Tool }, generationConfig: SPEC.GenerationConfig },
 };
 
+/** The token endpoint's paths: /token (this mock's own key files), and Google's older /oauth2/v4/token, for a key file whose token_uri names another. */
+const TOKEN_PATHS = new Set(['/token', '/oauth2/v4/token']);
 const MODEL_PATH = /^\/(v1|v1beta1)\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/([^/]+)\/models\/([^/:]+):([A-Za-z]+)$/;
 const CACHE_PATH = /^\/(v1|v1beta1)\/projects\/([^/]+)\/locations\/([^/]+)\/cachedContents(?:\/([^/]+))?$/;
 
@@ -335,9 +337,10 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
   };
 
   const route = (req: Recorded): Reply => {
-    if (req.path === '/token') {
+    if (TOKEN_PATHS.has(req.path)) {
       tokenRequests++;
-      return tokenReply(req, accounts, tokenUrl, issue);
+      // The JWT's audience is the URL it was posted to (the key file's token_uri).
+      return tokenReply(req, accounts, tokenUrl.replace(/\/token$/, req.path), issue);
     }
     const auth = authError(req);
     if (auth) return auth;
