@@ -5,7 +5,7 @@
 // back-pressure, release and abort behaviour whatever the framing; providers
 // only see events.
 import type { ProviderCall } from './plugin.js';
-import { readBody, bodyError, TransportError, type UpstreamResponse } from './upstream.js';
+import { readBody, bodyError, TransportError, namedTransportError, type UpstreamResponse } from './upstream.js';
 import { SSEParser, type SSEEvent } from './sse.js';
 import type { ErrorBody } from './errors.js';
 
@@ -147,17 +147,23 @@ export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCa
     await authorizeWithin(authorize(out, call), call);
     ({ url, headers } = out);
   }
-  const res = await call.transport.request({
-    pool: call.provider.name,
-    url,
-    method,
-    headers,
-    body: body as Buffer | string | undefined,
-    signal: call.signal,
-    firstByteTimeoutMs: call.provider.timeout_ms,
-    maxSockets: call.provider.max_sockets,
-    releaseBody: streaming,
-  });
+  let res: UpstreamResponse;
+  try {
+    res = await call.transport.request({
+      pool: call.provider.name,
+      url,
+      method,
+      headers,
+      body: body as Buffer | string | undefined,
+      signal: call.signal,
+      firstByteTimeoutMs: call.provider.timeout_ms,
+      maxSockets: call.provider.max_sockets,
+      releaseBody: streaming,
+    });
+  } catch (err) {
+    // Named by its provider, never by its address.
+    throw err instanceof TransportError ? namedTransportError(err, call.provider.name) : err;
+  }
   if (res.status >= 400) {
     const text = (await readBody(res.body)).toString('utf8');
     let parsed: unknown = undefined;

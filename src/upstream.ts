@@ -82,6 +82,29 @@ export class TransportError extends Error {
   }
 }
 
+/** Codes of a connection that could not be made (DNS, refused, unreachable, connect timeout, TLS). */
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN', 'ETIMEDOUT', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+const isConnectCode = (code: string) => CONNECT_CODES.has(code) || code.startsWith('ERR_TLS') || code.includes('CERT') || code.startsWith('ERR_SSL');
+
+/**
+ * A socket error as a TransportError. Its message is built from the code
+ * alone: the error's own text names the upstream's address (`connect
+ * ECONNREFUSED 10.0.3.7:443`, a certificate's host names), and transport
+ * messages reach clients (the attempts of an all_targets_failed error,
+ * extra.routing) and log lines.
+ */
+export function socketError(err: unknown): TransportError {
+  const code = (err as NodeJS.ErrnoException)?.code ?? 'EUPSTREAM';
+  return new TransportError(isConnectCode(code) ? `could not connect (${code})` : `the connection failed (${code})`, code);
+}
+
+/** `err` with the provider it concerns named in its message ("could not connect to provider openai (ECONNREFUSED)"). */
+export function namedTransportError(err: TransportError, provider: string): TransportError {
+  if (err.code === 'ABORTED') return err;
+  const message = isConnectCode(err.code) ? `could not connect to provider ${provider} (${err.code})` : `provider ${provider}: ${err.message}`;
+  return new TransportError(message, err.code);
+}
+
 interface Pending {
   resolve(res: IncomingMessage): void;
   proxyReq?: ClientRequest;
@@ -199,8 +222,7 @@ export function createProxyTransport(): Transport {
           agent: agents.get(r.pool, isHttps, r.maxSockets ?? 256),
           buffer: oneShot(body ?? ''),
         } as never, (err: Error) => {
-          const code = (err as NodeJS.ErrnoException).code ?? 'EUPSTREAM';
-          finish(new TransportError(`${code}: ${err.message}`, code));
+          finish(socketError(err));
         });
       });
     },
@@ -291,10 +313,7 @@ export function createHttpTransport(): Transport {
         // Errors after the response headers belong to the body stream (the
         // provider sees them while reading); this listener keeps a late one
         // from becoming an uncaught exception.
-        req.on('error', (err: NodeJS.ErrnoException) => {
-          const code = err.code ?? 'EUPSTREAM';
-          finish(new TransportError(`${code}: ${err.message}`, code));
-        });
+        req.on('error', (err: NodeJS.ErrnoException) => finish(socketError(err)));
         // Headers and body leave in one write.
         req.end(body);
       });
@@ -311,7 +330,8 @@ export function bodyError(err: unknown): Error {
   const e = err as { code?: string; message?: string; name?: string };
   if (e?.name === 'AbortError' || e?.code === 'UND_ERR_ABORTED' || e?.code === 'ABORT_ERR') return new TransportError('aborted', 'ABORTED');
   const code = e?.code === 'UND_ERR_SOCKET' || e?.code === 'ERR_STREAM_PREMATURE_CLOSE' || e?.message === 'aborted' ? 'ECONNRESET' : (e?.code ?? 'EUPSTREAM');
-  return new TransportError(`${code}: the upstream connection broke while the body was read (${e?.message ?? 'unknown error'})`, code);
+  // Not the error's own text: it may name the upstream's address (socketError).
+  return new TransportError(`${code}: the upstream connection broke while the body was read`, code);
 }
 
 /** Read a whole (small, non-streaming) upstream body. */
@@ -455,8 +475,6 @@ function undiciError(err: unknown, timeoutMs: number): TransportError {
   if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TransportError(`no response within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE');
   if (code === 'UND_ERR_CONNECT_TIMEOUT') return new TransportError(`no response within ${timeoutMs} ms (the connection was not established)`, 'ETIMEDOUT_FIRST_BYTE');
   if (code === 'UND_ERR_ABORTED' || e?.name === 'AbortError') return new TransportError('request aborted', 'ABORTED');
-  if (code === 'UND_ERR_SOCKET') return new TransportError(`ECONNRESET: ${e?.message ?? 'socket closed'}`, 'ECONNRESET');
-  const c = code ?? 'EUPSTREAM';
-  const message = e?.cause?.message && e.cause.message !== e.message ? `${e?.message}: ${e.cause.message}` : e?.message;
-  return new TransportError(`${c}: ${message ?? 'upstream request failed'}`, c);
+  if (code === 'UND_ERR_SOCKET') return new TransportError('the connection failed (ECONNRESET)', 'ECONNRESET');
+  return socketError({ code: code ?? 'EUPSTREAM' });
 }
