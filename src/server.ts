@@ -13,7 +13,7 @@ import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
 import { Health, type CoreServices } from './dispatch.js';
-import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerSecrets } from './errors.js';
+import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerSecrets, clip } from './errors.js';
 import { pipeFrames } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
 import { listModels, getModel } from './api/models.js';
@@ -85,6 +85,15 @@ function pathOf(kctx: Koa.Context): string {
   return q === -1 ? url : url.slice(0, q);
 }
 
+function decodes(path: string): boolean {
+  try {
+    decodeURIComponent(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const { config } = opts;
   const logger = opts.logger ?? createLogger(config.server.log_level);
@@ -132,9 +141,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       writeAccessLine(rec);
     });
     try {
+      // A path whose percent-encoding does not decode (`/v1/models/%zz`, `%C0`) names nothing: 400 on every route.
+      if (path.includes('%') && !decodes(path)) throw errors.invalid('The request path has malformed percent-encoding.', null, 'invalid_path');
       await next();
       if (kctx.status === 404 && kctx.body === undefined && !kctx.res.headersSent) {
-        throw errors.notFound(`Unknown route: ${kctx.method} ${kctx.path}.`, null, 'unknown_route');
+        throw errors.notFound(`Unknown route: ${clip(kctx.method)} ${clip(kctx.path)}.`, null, 'unknown_route');
       }
     } catch (err) {
       const { error, internal } = toGatewayError(err);
@@ -187,7 +198,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     kctx.body = listModels(config, kctx.query.status);
   });
   router.get('/v1/models/*id', (kctx) => {
-    kctx.body = getModel(config, decodeURIComponent(String(kctx.params.id)));
+    // The router has decoded the id once (`openai%2Fgpt-4.1` is `openai/gpt-4.1`); decoding again would read `%252F` as `/`.
+    kctx.body = getModel(config, String(kctx.params.id));
   });
 
   const specs: EndpointSpec[] = [
@@ -274,7 +286,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     // method serves (POST /v1/responses/foo is not a misspelt GET): 404.
     await next();
     if (kctx.status === 404 && kctx.body === undefined && router.match(kctx.path, kctx.method).path.some((layer) => layer.paramNames.length === 0)) {
-      throw new GatewayError(405, 'invalid_request_error', `Method ${kctx.method} is not allowed on ${kctx.path}.`, { code: 'method_not_allowed' });
+      throw new GatewayError(405, 'invalid_request_error', `Method ${clip(kctx.method)} is not allowed on ${clip(kctx.path)}.`, { code: 'method_not_allowed' });
     }
   });
   app.on('error', () => {
