@@ -7,7 +7,7 @@
 // request body reader").
 import type { IncomingMessage } from 'node:http';
 import zlib from 'node:zlib';
-import { errors, GatewayError } from './errors.js';
+import { errors, GatewayError, clip } from './errors.js';
 
 export interface BodyOptions {
   /** Largest body accepted, in bytes (after decompression). */
@@ -57,12 +57,12 @@ export function readJsonBody(req: IncomingMessage, o: BodyOptions): Promise<unkn
   }
   const charset = charsetOf(ct!);
   if (charset && charset !== 'utf-8' && charset !== 'utf8' && charset !== 'us-ascii')
-    return Promise.reject(errors.unsupportedMedia(`Unsupported charset '${charset}' in Content-Type: JSON bodies must be UTF-8.`));
+    return Promise.reject(errors.unsupportedMedia(`Unsupported charset '${clip(charset)}' in Content-Type: JSON bodies must be UTF-8.`));
   const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
   let source: NodeJS.ReadableStream & { destroy?(): void } = req;
   if (encoding !== 'identity') {
     const make = encoding === 'gzip' || encoding === 'x-gzip' ? zlib.createGunzip : encoding === 'deflate' ? zlib.createInflate : encoding === 'br' ? zlib.createBrotliDecompress : undefined;
-    if (!make) return Promise.reject(errors.unsupportedMedia(`Unsupported Content-Encoding '${encoding}': use gzip, deflate, br or none.`));
+    if (!make) return Promise.reject(errors.unsupportedMedia(`Unsupported Content-Encoding '${clip(encoding)}': use gzip, deflate, br or none.`));
     source = req.pipe(make());
   } else {
     const declared = Number(req.headers['content-length']);
@@ -110,7 +110,7 @@ export function readJsonBody(req: IncomingMessage, o: BodyOptions): Promise<unkn
         reject(err instanceof GatewayError ? err : errors.invalid('Request body is not valid JSON.', null, 'invalid_json'));
       }
     };
-    const onDecodeError = () => fail(errors.invalid(`The request body is not valid ${encoding} data.`, null, 'invalid_encoding'));
+    const onDecodeError = () => fail(errors.invalid(`The request body is not valid ${clip(encoding)} data.`, null, 'invalid_encoding'));
     const onAborted = () => fail(errors.invalid('The client aborted the request.', null, 'client_aborted'));
     const onClose = () => {
       if (!req.complete) onAborted();

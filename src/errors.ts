@@ -20,6 +20,26 @@ export interface ErrorBody {
   code: string | null;
 }
 
+/** How much of a client's value an error message quotes back. */
+export const QUOTE_MAX = 100;
+/** Backstops: no error message or param, whatever built it, is longer than these. */
+const MESSAGE_MAX = 4096;
+const PARAM_MAX = 512;
+
+/**
+ * A value as an error message may quote it: at most `max` characters (a
+ * 3 MB string sent back in a 3 MB error body helps nobody), cut on a
+ * character boundary and marked with an ellipsis.
+ */
+export function clip(value: unknown, max = QUOTE_MAX): string {
+  const s = typeof value === 'string' ? value : String(value);
+  if (s.length <= max) return s;
+  let end = max;
+  const c = s.charCodeAt(end - 1);
+  if (c >= 0xd800 && c <= 0xdbff) end--; // not half of a surrogate pair
+  return s.slice(0, end) + '…';
+}
+
 export class GatewayError extends Error {
   readonly status: number;
   readonly type: ErrorType | string;
@@ -36,11 +56,11 @@ export class GatewayError extends Error {
     message: string,
     opts: { param?: string | null; code?: string | null; headers?: Record<string, string> } = {},
   ) {
-    super(message);
+    super(clip(message, MESSAGE_MAX));
     this.name = 'GatewayError';
     this.status = status;
     this.type = type;
-    this.param = opts.param ?? null;
+    this.param = opts.param == null ? null : clip(opts.param, PARAM_MAX);
     this.code = opts.code ?? null;
     this.headers = opts.headers ?? {};
   }

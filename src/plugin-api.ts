@@ -57,7 +57,7 @@ export { SSEParser } from './sse.js';
 export type { Transport, UpstreamRequest, UpstreamResponse } from './upstream.js';
 export { TransportError, readBody } from './upstream.js';
 export type { ErrorBody, ErrorType } from './errors.js';
-export { GatewayError, errors } from './errors.js';
+export { GatewayError, errors, clip } from './errors.js';
 export type {
   ChatRequest,
   ChatMessage,

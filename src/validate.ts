@@ -1,14 +1,15 @@
 // Turns valibot issues into the 400 envelope with a message that names the
 // field (`param` is the field's path, e.g. `messages[2].content`).
 import * as v from 'valibot';
-import { errors, GatewayError } from './errors.js';
+import { errors, GatewayError, clip, QUOTE_MAX } from './errors.js';
 
+/** The field's path; a key the client made up (a `metadata` key) is quoted at most QUOTE_MAX characters long. */
 export function paramPath(issue: Pick<v.BaseIssue<unknown>, 'path'>): string {
   let out = '';
   for (const item of issue.path ?? []) {
     const key = item.key as string | number;
     if (typeof key === 'number') out += `[${key}]`;
-    else out += out ? `.${key}` : String(key);
+    else out += out ? `.${clip(key)}` : clip(key);
   }
   return out;
 }
@@ -63,9 +64,13 @@ export function issueError(issue: v.BaseIssue<unknown>): GatewayError {
   else {
     // The value is quoted back when it says something ("got 5"); a check over a whole
     // object or array (n with stream, an assistant message's content) would only say "got Object".
+    // A string is quoted at most QUOTE_MAX characters long: a 3 MB value must not come back in a 3 MB error.
     const input = deepest.input;
     const quote = deepest.received && deepest.kind !== 'schema' && (input === null || typeof input !== 'object');
-    message = `Invalid '${param ?? 'body'}': ${deepest.message}${quote ? ` (got ${deepest.received})` : ''}.`;
+    const received = typeof input === 'string' ? `"${clip(input)}"` : deepest.received;
+    // valibot's own messages ("Expected ... but received ...") quote the whole value too.
+    const text = deepest.received && deepest.received.length > QUOTE_MAX + 2 ? deepest.message.split(deepest.received).join(received) : deepest.message;
+    message = `Invalid '${param ?? 'body'}': ${text}${quote ? ` (got ${received})` : ''}.`;
   }
   return errors.invalid(message, param, code);
 }
@@ -80,3 +85,35 @@ export const bool = () => v.boolean('must be a boolean');
 export const oneOf = <T extends string>(values: readonly T[]) => v.picklist(values as T[], `must be one of ${values.map((x) => `'${x}'`).join(', ')}`);
 /** A function, tool or schema name as OpenAI accepts it (1-64 of a-z A-Z 0-9 _ -). */
 export const FN_NAME = v.pipe(v.string('must be a string'), v.regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, underscores or dashes'));
+
+type ObjectSchema = v.GenericSchema & { message?: unknown };
+
+/**
+ * `schema` (an object or a record) refusing what is not a plain object.
+ * valibot's object and record schemas take any `typeof 'object'`, arrays
+ * included: `metadata: []` passed as `{}` and `logit_bias: [5]` as
+ * `{"0": 5}`. The issue is the schema's own type issue (its message, or
+ * "must be an object"), at the field's path.
+ */
+function plainObjectOnly<S extends ObjectSchema>(schema: S): S {
+  const run = schema['~run'].bind(schema);
+  const wrapped: S = {
+    ...schema,
+    '~run'(dataset: v.UnknownDataset, config: v.Config<v.BaseIssue<unknown>>) {
+      const x = dataset.value;
+      if (x === null || typeof x !== 'object' || Array.isArray(x)) {
+        v._addIssue(wrapped as never, 'type', dataset as never, config, { message: (schema.message as string | undefined) ?? 'must be an object' });
+        return dataset as never;
+      }
+      return run(dataset, config);
+    },
+  };
+  return wrapped;
+}
+
+// The object and record schemas of the request bodies: valibot's, with arrays refused.
+export const looseObject = ((entries: v.ObjectEntries, message?: string) => plainObjectOnly(v.looseObject(entries, message))) as typeof v.looseObject;
+export const strictObject = ((entries: v.ObjectEntries, message?: string) => plainObjectOnly(v.strictObject(entries, message))) as typeof v.strictObject;
+export const object = ((entries: v.ObjectEntries, message?: string) => plainObjectOnly(v.object(entries, message))) as typeof v.object;
+export const record = ((key: v.GenericSchema<string, string | number | symbol>, value: v.GenericSchema, message?: string) =>
+  plainObjectOnly(v.record(key as never, value, message))) as unknown as typeof v.record;

@@ -57,11 +57,29 @@ const cases: [string, Record<string, unknown>, string, RegExp][] = [
   ['user content wrong type', { messages: [{ role: 'user', content: 5 }] }, 'messages[0].content', /string or an array/],
   ['bad content part', { messages: [{ role: 'user', content: [{ type: 'video', url: 'x' }] }] }, 'messages[0].content[0].type', /text' or 'image_url'/],
   ['bad image detail', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/y.png', detail: 'ultra' } }] }] }, 'messages[0].content[0].image_url.detail', /'auto'/],
-  ['tool_calls on a user message', { messages: [{ role: 'user', content: 'x', tool_calls: [] }] }, 'messages[0]', /tool_calls' is not allowed on a user message/],
+  ['tool_calls on a user message', { messages: [{ role: 'user', content: 'x', tool_calls: [] }] }, 'messages[0].tool_calls', /tool_calls' is not allowed on a user message/],
   ['tool message without tool_call_id', { messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id', /Missing required/],
-  ['tool_call_id on assistant', { messages: [{ role: 'assistant', content: 'x', tool_call_id: 'c' }] }, 'messages[0]', /tool_call_id' is not allowed on a assistant message/],
-  ['reasoning_content on user', { messages: [{ role: 'user', content: 'x', reasoning_content: 'r' }] }, 'messages[0]', /reasoning_content/],
-  ['assistant without content or tool_calls', { messages: [{ role: 'assistant' }] }, 'messages[0]', /needs 'content' or 'tool_calls'/],
+  ['tool_call_id on assistant', { messages: [{ role: 'assistant', content: 'x', tool_call_id: 'c' }] }, 'messages[0].tool_call_id', /tool_call_id' is not allowed on an assistant message/],
+  ['reasoning_content on user', { messages: [{ role: 'user', content: 'x', reasoning_content: 'r' }] }, 'messages[0].reasoning_content', /reasoning_content/],
+  ['tool_calls on a tool message', { messages: [{ role: 'tool', content: 'x', tool_call_id: 'c', tool_calls: [] }] }, 'messages[0].tool_calls', /not allowed on a tool message/],
+  ['tool_call_id on a system message, second message', { messages: [{ role: 'user', content: 'x' }, { role: 'system', content: 'x', tool_call_id: null }] }, 'messages[1].tool_call_id', /not allowed on a system message/],
+  ['function_call on an assistant message', { messages: [{ role: 'assistant', content: 'x', function_call: { name: 'f', arguments: '{}' } }] }, 'messages[0].function_call', /send 'tool_calls'/],
+  ['assistant without content or tool_calls', { messages: [{ role: 'assistant' }] }, 'messages[0].content', /needs 'content' or 'tool_calls'/],
+  // Maps and objects: an array (or another type) is refused by name, never read as {} (issue 15).
+  ['metadata as an array', { metadata: [] }, 'metadata', /object of string values/],
+  ['metadata as a non-empty array', { metadata: ['a'] }, 'metadata', /object of string values/],
+  ['logit_bias as an array', { logit_bias: [] }, 'logit_bias', /map token ids/],
+  ['logit_bias as an array of numbers', { logit_bias: [5] }, 'logit_bias', /map token ids/],
+  ['stream_options as an array', { stream: true, stream_options: [] }, 'stream_options', /must be an object/],
+  ['native_fields as an array', { native_fields: [1] }, 'native_fields', /must be an object/],
+  ['extra as an array', { extra: [] }, 'extra', /must be an object/],
+  ['extra as a string', { extra: 'debug' }, 'extra', /must be an object/],
+  ['tool parameters as an array', { tools: [{ type: 'function', function: { name: 'f', parameters: [] } }] }, 'tools[0].function.parameters', /JSON Schema object/],
+  ['tool function as an array', { tools: [{ type: 'function', function: [] }] }, 'tools[0].function', /must be an object/],
+  ['json_schema.schema as an array', { response_format: { type: 'json_schema', json_schema: { name: 'n', schema: [] } } }, 'response_format.json_schema.schema', /must be an object/],
+  ['image_url as an array', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: [] }] }] }, 'messages[0].content[0].image_url', /must be an object/],
+  ['a message as an array', { messages: [[]] }, 'messages[0].role', /Missing required parameter/],
+  ['cache_control as an array', { messages: [{ role: 'user', content: 'x', cache_control: [] }] }, 'messages[0].cache_control', /must be an object/],
   ['non-function tool', { tools: [{ type: 'retrieval' }] }, 'tools[0].type', /function/],
   ['tool without name', { tools: [{ type: 'function', function: {} }] }, 'tools[0].function.name', /Missing/],
   ['tool_choice names an unknown function', { tools: [{ type: 'function', function: { name: 'a' } }], tool_choice: { type: 'function', function: { name: 'b' } } }, 'tool_choice', /not in 'tools'/],
@@ -90,6 +108,31 @@ t.test('each invalid field -> 400 naming it, no upstream call', async (t) => {
     t.notMatch(r.json.error?.message, /\(got (Object|Array)\)/, `${name}: no "got Object" about a whole object`);
     t.equal(mock.requests.length, 0, `${name}: nothing sent upstream`);
   }
+});
+
+t.test('a long value is quoted as a short prefix, never whole', async (t) => {
+  const huge = 'Z'.repeat(3_000_000);
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['a 3 MB metadata value', { metadata: { k: huge } }, 'metadata.k'],
+    ['a 3 MB tool name', { tools: [{ type: 'function', function: { name: huge } }] }, 'tools[0].function.name'],
+    ['a 3 MB cache_control ttl', { messages: [{ role: 'user', content: 'x', cache_control: { type: 'ephemeral', ttl: huge } }] }, 'messages[0].cache_control.ttl'],
+    ['a 3 MB json_schema name', { response_format: { type: 'json_schema', json_schema: { name: huge } } }, 'response_format.json_schema.name'],
+    ['a 3 MB model id', { model: huge }, 'model'],
+    ['a 3 MB fallback id', { fallbacks: [huge] }, 'fallbacks[0]'],
+  ];
+  for (const [name, patch, param] of cases) {
+    const r = await post({ ...base, ...patch });
+    t.ok(r.status === 400 || r.status === 404, `${name}: client error`);
+    t.equal(r.json.error.param, param, `${name}: param`);
+    t.ok(r.json.error.message.length < 400, `${name}: a short message (${r.json.error.message.length} characters)`);
+    t.match(r.json.error.message, /Z{20,}…/, `${name}: the value's prefix, marked as cut`);
+  }
+  // A key the client made up is quoted short too, in the param and the message.
+  const key = 'k'.repeat(100_000);
+  const r = await post({ ...base, metadata: { [key]: 'v' } });
+  t.equal(r.status, 400);
+  t.ok(r.json.error.param.length < 200 && r.json.error.param.startsWith('metadata.kkk'), 'the param names the key by its prefix');
+  t.ok(r.json.error.message.length < 400, 'a short message');
 });
 
 t.test('valid edge values pass and reach the upstream untouched', async (t) => {

@@ -5,7 +5,7 @@
 // docs/providers-anthropic.md.
 import type { ChatRequest, ChatMessage, ContentPart, NormalizationEntry, FunctionTool } from '../../src/types.js';
 import type { ModelConfig } from '../../src/config/schema.js';
-import { errors } from '../../src/errors.js';
+import { errors, clip } from '../../src/errors.js';
 import type * as W from './wire.js';
 
 type Note = (e: NormalizationEntry) => void;
@@ -265,7 +265,7 @@ function imageBlock(part: Extract<ContentPart, { type: 'image_url' }>, param: st
     if (!m) throw errors.invalid(`'${param}.image_url.url' must be a base64 data URL (data:<type>;base64,<data>) or an http(s) URL.`, `${param}.image_url.url`, 'invalid_value');
     const mediaType = m[1].toLowerCase();
     if (!IMAGE_TYPES.has(mediaType))
-      throw errors.invalid(`'${param}.image_url.url' has type ${mediaType}: the anthropic family accepts image/jpeg, image/png, image/gif and image/webp.`, `${param}.image_url.url`, 'invalid_value');
+      throw errors.invalid(`'${param}.image_url.url' has type ${clip(mediaType)}: the anthropic family accepts image/jpeg, image/png, image/gif and image/webp.`, `${param}.image_url.url`, 'invalid_value');
     return { type: 'image', source: { type: 'base64', media_type: mediaType, data: m[3] } };
   }
   if (/^https?:\/\//i.test(url)) return { type: 'image', source: { type: 'url', url } };

@@ -6,7 +6,7 @@
 // docs/providers-bedrock.md.
 import type { ChatRequest, ChatMessage, ContentPart, NormalizationEntry, CacheControl } from '../../src/types.js';
 import type { ModelConfig } from '../../src/config/schema.js';
-import { errors } from '../../src/errors.js';
+import { errors, clip } from '../../src/errors.js';
 import { thinkingBlocks, parseArguments } from '../anthropic/request.js';
 import * as W from './wire.js';
 
@@ -178,7 +178,7 @@ function imageBlock(part: Extract<ContentPart, { type: 'image_url' }>, param: st
     const m = /^data:([^;,]+)(?:;[^;,]*)*;base64,(.*)$/s.exec(url);
     if (!m) throw errors.invalid(`'${at}' must be a base64 data URL (data:<type>;base64,<data>) or an s3:// URL.`, at, 'invalid_value');
     const format = IMAGE_FORMATS[m[1].toLowerCase()];
-    if (!format) throw errors.invalid(`'${at}' has type ${m[1]}: the bedrock family accepts image/png, image/jpeg, image/gif and image/webp.`, at, 'invalid_value');
+    if (!format) throw errors.invalid(`'${at}' has type ${clip(m[1])}: the bedrock family accepts image/png, image/jpeg, image/gif and image/webp.`, at, 'invalid_value');
     return { format, source: { bytes: m[2] } };
   }
   if (url.startsWith('s3://')) {

@@ -11,7 +11,7 @@
 // and docs/providers-google.md.
 import type { ChatRequest, ChatMessage, ContentPart, NormalizationEntry, CacheControl } from '../../src/types.js';
 import type { ModelConfig } from '../../src/config/schema.js';
-import { errors } from '../../src/errors.js';
+import { errors, clip } from '../../src/errors.js';
 import type {
   GeminiContent,
   GeminiPart,
@@ -246,7 +246,7 @@ function assistantParts(m: ChatMessage, i: number, c: MapCtx): GeminiPart[] {
 function toolParts(m: ChatMessage, i: number, c: MapCtx): GeminiPart[] {
   const id = m.tool_call_id ?? '';
   const name = c.toolNames.get(id);
-  if (!name) throw errors.invalid(`messages[${i}].tool_call_id '${id}' does not match a tool call of an earlier assistant message`, `messages[${i}].tool_call_id`, 'unknown_tool_call_id');
+  if (!name) throw errors.invalid(`messages[${i}].tool_call_id '${clip(id)}' does not match a tool call of an earlier assistant message`, `messages[${i}].tool_call_id`, 'unknown_tool_call_id');
   return [{ functionResponse: { name, response: toolResponse(m.content) } }];
 }
 

@@ -4,7 +4,7 @@
 // at routing.max_attempts targets (docs/routing.md).
 import type { PipelinePlugin, RouteSlot, Target, RequestContext } from '../../src/plugin.js';
 import type { ModelConfig } from '../../src/config/schema.js';
-import { errors } from '../../src/errors.js';
+import { errors, clip } from '../../src/errors.js';
 
 function globMatch(pattern: string, id: string): boolean {
   const re = new RegExp('^' + pattern.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*') + '$');
@@ -33,7 +33,7 @@ export default function route(): PipelinePlugin {
       const resolve = (name: string) => config.models.get(name) ?? config.models.get(config.aliases.get(name) ?? '');
       const requested = String(ctx.body.model);
       const primary = resolve(requested);
-      if (!primary) throw errors.notFound(`The model '${requested}' does not exist (see GET /v1/models).`, 'model', 'model_not_found');
+      if (!primary) throw errors.notFound(`The model '${clip(requested)}' does not exist (see GET /v1/models).`, 'model', 'model_not_found');
       if (primary.status === 'retired') throw errors.notFound(`The model '${primary.id}' is retired and no longer served.`, 'model', 'model_retired');
       if (!primary.endpoints.includes(ctx.endpoint))
         throw errors.invalid(`The model '${primary.id}' does not support ${ENDPOINT_NAMES[ctx.endpoint]} (it supports: ${primary.endpoints.join(', ')}).`, 'model', 'unsupported_model');
@@ -51,7 +51,7 @@ export default function route(): PipelinePlugin {
       for (const [field, list] of [['fallbacks', ctx.body.fallbacks as string[] | undefined], ['extra.fallbacks', extra?.fallbacks]] as const) {
         (list ?? []).forEach((name, i) => {
           const m = resolve(name);
-          if (!m) throw errors.invalid(`Invalid '${field}[${i}]': the model '${name}' does not exist.`, `${field}[${i}]`, 'model_not_found');
+          if (!m) throw errors.invalid(`Invalid '${field}[${i}]': the model '${clip(name)}' does not exist.`, `${field}[${i}]`, 'model_not_found');
           add(m);
         });
       }

@@ -5,7 +5,7 @@
 // is resolved (src/api/images.ts). Unknown top-level fields are kept, as on
 // chat: the same-API path forwards them to OpenAI, which judges them.
 import * as v from 'valibot';
-import { int, str, oneOf, bool } from '../validate.js';
+import { int, str, oneOf, bool, looseObject } from '../validate.js';
 import { Extra, Fallbacks, DebugList } from './chat-schema.js';
 
 /** Sizes of the supported image models (gpt-image and the Gemini family), spec 4.3. */
@@ -30,7 +30,7 @@ const ALL_QUALITIES = [...new Set<string>([...QUALITIES, ...LEGACY_QUALITIES])] 
 const STREAMING = 'streaming is not supported on /v1/images/generations';
 
 export const ImagesBody = v.pipe(
-  v.looseObject({
+  looseObject({
     model: v.pipe(str(), v.minLength(1, 'must not be empty')),
     prompt: v.pipe(str(), v.check((s) => s.trim().length > 0, 'must not be empty')),
     n: v.optional(v.nullable(int(1, MAX_IMAGES))),

@@ -1,6 +1,6 @@
 // GET /v1/models and GET /v1/models/{id}: the catalog, spec 2.5. No authentication.
 import type { GatewayConfig } from '../config/load.js';
-import { errors } from '../errors.js';
+import { errors, clip } from '../errors.js';
 import { MODEL_STATUS, type ModelConfig } from '../config/schema.js';
 
 export function listModels(config: GatewayConfig, status: unknown): Record<string, unknown> {
@@ -14,7 +14,7 @@ export function listModels(config: GatewayConfig, status: unknown): Record<strin
 /** GET /v1/models/{owner}/{model} (the SDK's models.retrieve); an alias resolves to its model. */
 export function getModel(config: GatewayConfig, id: string): Record<string, unknown> {
   const m = config.models.get(id) ?? config.models.get(config.aliases.get(id) ?? '');
-  if (!m) throw errors.notFound(`The model '${id}' does not exist (see GET /v1/models).`, 'model', 'model_not_found');
+  if (!m) throw errors.notFound(`The model '${clip(id)}' does not exist (see GET /v1/models).`, 'model', 'model_not_found');
   return modelObject(m);
 }
 

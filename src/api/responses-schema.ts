@@ -10,7 +10,7 @@
 // Responses wire shape) and nested (`{type:'function', function:{name, ...}}`,
 // the shape spec 4.1 describes), and `tool_choice` likewise.
 import * as v from 'valibot';
-import { num, int, str, bool, oneOf, FN_NAME } from '../validate.js';
+import { num, int, str, bool, oneOf, FN_NAME, looseObject, strictObject, object, record } from '../validate.js';
 import { Fallbacks, DebugList, Extra } from './chat-schema.js';
 
 const nonEmpty = (what = 'must not be empty') => v.pipe(str(), v.minLength(1, what));
@@ -18,12 +18,12 @@ const Detail = oneOf(['auto', 'low', 'high', 'original'] as const);
 
 // An object schema whose `type` names something we do not accept: the issue
 // lands on `<path>.type` with a message listing what is accepted.
-const rejectType = (message: string) => v.looseObject({ type: v.custom<never>(() => false, message) });
+const rejectType = (message: string) => looseObject({ type: v.custom<never>(() => false, message) });
 
 // Content parts (https://platform.openai.com/docs/api-reference/responses/create#responses-create-input).
-const InputText = v.looseObject({ type: v.literal('input_text'), text: str() });
+const InputText = looseObject({ type: v.literal('input_text'), text: str() });
 const InputImage = v.pipe(
-  v.looseObject({
+  looseObject({
     type: v.literal('input_image'),
     image_url: v.optional(v.nullable(nonEmpty())),
     file_id: v.optional(v.nullable(nonEmpty())),
@@ -31,61 +31,61 @@ const InputImage = v.pipe(
   }),
   v.check((p) => !!p.image_url || !!p.file_id, "an 'input_image' part needs 'image_url' (a URL or data URL) or 'file_id'"),
 );
-const InputFile = v.looseObject({
+const InputFile = looseObject({
   type: v.literal('input_file'),
   file_id: v.optional(v.nullable(str())),
   file_data: v.optional(v.nullable(str())),
   file_url: v.optional(v.nullable(str())),
   filename: v.optional(v.nullable(str())),
 });
-const OutputText = v.looseObject({ type: v.literal('output_text'), text: str(), annotations: v.optional(v.array(v.unknown())) });
-const RefusalPart = v.looseObject({ type: v.literal('refusal'), refusal: str() });
+const OutputText = looseObject({ type: v.literal('output_text'), text: str(), annotations: v.optional(v.array(v.unknown())) });
+const RefusalPart = looseObject({ type: v.literal('refusal'), refusal: str() });
 
 const InputPart = v.variant('type', [InputText, InputImage, InputFile], "must be a content part of type 'input_text', 'input_image' or 'input_file'");
 const AssistantPart = v.variant('type', [OutputText, RefusalPart], "must be a content part of type 'output_text' or 'refusal'");
 
 const itemCommon = { id: v.optional(v.nullable(str())), status: v.optional(v.nullable(oneOf(['in_progress', 'completed', 'incomplete'] as const))) };
 
-const InputMessage = v.looseObject({
+const InputMessage = looseObject({
   type: v.optional(v.literal('message')),
   role: oneOf(['user', 'system', 'developer', 'assistant'] as const),
   content: v.union([str(), v.array(InputPart)], 'must be a string or an array of content parts'),
   ...itemCommon,
 });
-const AssistantMessage = v.looseObject({
+const AssistantMessage = looseObject({
   type: v.optional(v.literal('message')),
   role: v.literal('assistant'),
   content: v.union([str(), v.array(AssistantPart)], "must be a string or an array of 'output_text' / 'refusal' parts"),
   ...itemCommon,
 });
-const FunctionCall = v.looseObject({
+const FunctionCall = looseObject({
   type: v.literal('function_call'),
   call_id: nonEmpty(),
   name: FN_NAME,
   arguments: str('must be a JSON string'),
   ...itemCommon,
 });
-const FunctionCallOutput = v.looseObject({
+const FunctionCallOutput = looseObject({
   type: v.literal('function_call_output'),
   call_id: nonEmpty(),
   output: v.union([str(), v.array(InputPart)], 'must be a string or an array of content parts'),
   ...itemCommon,
 });
-const Reasoning = v.looseObject({
+const Reasoning = looseObject({
   type: v.literal('reasoning'),
   id: v.optional(v.nullable(str())),
-  summary: v.array(v.looseObject({ type: v.literal('summary_text'), text: str() }), 'must be an array of summary_text parts'),
-  content: v.optional(v.nullable(v.array(v.looseObject({ type: str(), text: str() })))),
+  summary: v.array(looseObject({ type: v.literal('summary_text'), text: str() }), 'must be an array of summary_text parts'),
+  content: v.optional(v.nullable(v.array(looseObject({ type: str(), text: str() })))),
   encrypted_content: v.optional(v.nullable(str())),
   status: itemCommon.status,
 });
 // A hosted web search record from an earlier OpenAI turn (echoed output).
-const WebSearchCall = v.looseObject({ type: v.literal('web_search_call'), id: nonEmpty() });
+const WebSearchCall = looseObject({ type: v.literal('web_search_call'), id: nonEmpty() });
 
 // An output item of an earlier stored response, by its id (the Vercel AI SDK's
 // OpenAI provider sends earlier turns this way while `store` is on). `type` may be
 // omitted, as on OpenAI: an item with only an `id` is a reference.
-const ItemReference = v.object({ type: v.optional(v.literal('item_reference')), id: nonEmpty() });
+const ItemReference = object({ type: v.optional(v.literal('item_reference')), id: nonEmpty() });
 
 export const INPUT_ITEM_TYPES = ['message', 'function_call', 'function_call_output', 'reasoning', 'web_search_call', 'item_reference'] as const;
 
@@ -115,27 +115,27 @@ const InputItem = v.lazy((input) => {
 
 // Tools: function (flat or nested) and hosted web search.
 export const WEB_SEARCH_TYPES = ['web_search_preview', 'web_search', 'web_search_preview_2025_03_11', 'web_search_2025_08_26'] as const;
-const Params = v.record(v.string(), v.unknown(), 'must be a JSON Schema object');
-const FlatFunctionTool = v.looseObject({
+const Params = record(v.string(), v.unknown(), 'must be a JSON Schema object');
+const FlatFunctionTool = looseObject({
   type: v.literal('function'),
   name: FN_NAME,
   description: v.optional(v.nullable(str())),
   parameters: v.optional(v.nullable(Params)),
   strict: v.optional(v.nullable(bool())),
 });
-const NestedFunctionTool = v.looseObject({
+const NestedFunctionTool = looseObject({
   type: v.literal('function'),
-  function: v.looseObject({
+  function: looseObject({
     name: FN_NAME,
     description: v.optional(v.nullable(str())),
     parameters: v.optional(v.nullable(Params)),
     strict: v.optional(v.nullable(bool())),
   }),
 });
-const WebSearchTool = v.looseObject({
+const WebSearchTool = looseObject({
   type: oneOf(WEB_SEARCH_TYPES),
   search_context_size: v.optional(v.nullable(oneOf(['low', 'medium', 'high'] as const))),
-  user_location: v.optional(v.nullable(v.looseObject({ type: v.optional(v.literal('approximate')) }))),
+  user_location: v.optional(v.nullable(looseObject({ type: v.optional(v.literal('approximate')) }))),
 });
 const Tool = v.lazy((input) => {
   const o = (input ?? {}) as { type?: unknown; function?: unknown };
@@ -147,8 +147,8 @@ const Tool = v.lazy((input) => {
 const ToolChoice = v.union(
   [
     oneOf(['none', 'auto', 'required'] as const),
-    v.strictObject({ type: v.literal('function'), name: str() }),
-    v.strictObject({ type: v.literal('function'), function: v.strictObject({ name: str() }) }),
+    strictObject({ type: v.literal('function'), name: str() }),
+    strictObject({ type: v.literal('function'), function: strictObject({ name: str() }) }),
   ],
   "must be 'none', 'auto', 'required' or {type: 'function', name}",
 );
@@ -156,12 +156,12 @@ const ToolChoice = v.union(
 const Format = v.variant(
   'type',
   [
-    v.strictObject({ type: v.literal('text') }),
-    v.strictObject({ type: v.literal('json_object') }),
-    v.looseObject({
+    strictObject({ type: v.literal('text') }),
+    strictObject({ type: v.literal('json_object') }),
+    looseObject({
       type: v.literal('json_schema'),
       name: FN_NAME,
-      schema: v.record(v.string(), v.unknown(), 'must be a JSON Schema object'),
+      schema: record(v.string(), v.unknown(), 'must be a JSON Schema object'),
       description: v.optional(v.nullable(str())),
       strict: v.optional(v.nullable(bool())),
     }),
@@ -169,12 +169,12 @@ const Format = v.variant(
   "must have type 'text', 'json_object' or 'json_schema'",
 );
 
-const Text = v.looseObject({
+const Text = looseObject({
   format: v.optional(v.nullable(Format)),
   verbosity: v.optional(v.nullable(oneOf(['low', 'medium', 'high'] as const))),
 });
 
-const ReasoningOptions = v.looseObject({
+const ReasoningOptions = looseObject({
   effort: v.optional(v.nullable(oneOf(['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const))),
   summary: v.optional(v.nullable(oneOf(['auto', 'concise', 'detailed'] as const))),
   generate_summary: v.optional(v.nullable(oneOf(['auto', 'concise', 'detailed'] as const))),
@@ -183,7 +183,7 @@ const ReasoningOptions = v.looseObject({
 const Stop = v.union([str(), v.pipe(v.array(str()), v.maxLength(4, 'must have at most 4 sequences'))], 'must be a string or an array of up to 4 strings');
 
 const Metadata = v.pipe(
-  v.record(v.pipe(v.string(), v.maxLength(64, 'keys must be at most 64 characters')), v.pipe(str('values must be strings'), v.maxLength(512, 'values must be at most 512 characters')), 'must be an object of string values'),
+  record(v.pipe(v.string(), v.maxLength(64, 'keys must be at most 64 characters')), v.pipe(str('values must be strings'), v.maxLength(512, 'values must be at most 512 characters')), 'must be an object of string values'),
   v.check((m) => Object.keys(m).length <= 16, 'must have at most 16 pairs'),
 );
 
@@ -202,7 +202,7 @@ const countFields = {
   previous_response_id: v.optional(v.nullable(nonEmpty())),
   truncation: v.optional(v.nullable(oneOf(['auto', 'disabled'] as const))),
   conversation: v.optional(v.custom<never>(() => false, "the Conversations API is not supported by the gateway: use 'previous_response_id'")),
-  native_fields: v.optional(v.record(v.string(), v.unknown(), 'must be an object')),
+  native_fields: v.optional(record(v.string(), v.unknown(), 'must be an object')),
   extra: v.optional(Extra),
   fallbacks: v.optional(Fallbacks),
   debug: v.optional(DebugList),
@@ -222,10 +222,10 @@ const toolChoiceInTools = <T extends WithTools>() =>
   );
 
 /** POST /v1/responses/input_tokens: `input` may be left out (a conversation continued by `previous_response_id`). */
-export const ResponsesCountBody = v.pipe(v.looseObject({ ...countFields, input: v.optional(v.nullable(Input)) }), toolChoiceInTools());
+export const ResponsesCountBody = v.pipe(looseObject({ ...countFields, input: v.optional(v.nullable(Input)) }), toolChoiceInTools());
 
 export const ResponsesBody = v.pipe(
-  v.looseObject({
+  looseObject({
     ...countFields,
     input: Input,
     temperature: v.optional(v.nullable(num(0, 2))),
@@ -233,7 +233,7 @@ export const ResponsesBody = v.pipe(
     max_output_tokens: v.optional(v.nullable(int(1, 10_000_000))),
     stop: v.optional(v.nullable(Stop)),
     stream: v.optional(v.nullable(bool())),
-    stream_options: v.optional(v.nullable(v.looseObject({ include_obfuscation: v.optional(bool()) }))),
+    stream_options: v.optional(v.nullable(looseObject({ include_obfuscation: v.optional(bool()) }))),
     store: v.optional(v.nullable(bool())),
     metadata: v.optional(v.nullable(Metadata)),
     user: v.optional(v.nullable(str())),

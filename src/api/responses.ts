@@ -21,7 +21,7 @@ import type { EndpointSpec } from '../server.js';
 import type { LoadedPipeline } from '../pipeline.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import { validate } from '../validate.js';
-import { errors, GatewayError } from '../errors.js';
+import { errors, GatewayError, clip } from '../errors.js';
 import { sseFrame } from '../sse.js';
 import { servedModel, runFinalizers, midStreamError } from './common.js';
 import { ResponsesBody, ResponsesCountBody } from './responses-schema.js';
@@ -94,7 +94,7 @@ async function loadHistory(store: ResponseStore, id: string, owner: string): Pro
     seen.add(cur);
     const r = await store.get(cur, owner);
     if (!r) {
-      if (cur === id) throw errors.notFound(`Previous response with id '${id}' not found.`, 'previous_response_id', 'previous_response_not_found');
+      if (cur === id) throw errors.notFound(`Previous response with id '${clip(id)}' not found.`, 'previous_response_id', 'previous_response_not_found');
       break; // an earlier turn was deleted: the conversation starts after it
     }
     turns.push({ input: r.input as Item[], output: r.output as Item[] });
@@ -121,7 +121,7 @@ async function resolveReferences(items: Item[], owner: string, store: () => Resp
     const item = found.get(String(it.id));
     if (!item)
       throw errors.notFound(
-        `Item with id '${it.id}' not found. The gateway keeps the output items of responses created through it with 'store' true, for the key that created them; send the item itself instead.`,
+        `Item with id '${clip(it.id)}' not found. The gateway keeps the output items of responses created through it with 'store' true, for the key that created them; send the item itself instead.`,
         `input[${i}]`,
         'item_not_found',
       );
@@ -299,7 +299,7 @@ function streamOutcome(
 }
 
 function notFound(id: string): GatewayError {
-  return errors.notFound(`Response with id '${id}' not found.`, null, 'response_not_found');
+  return errors.notFound(`Response with id '${clip(id)}' not found.`, null, 'response_not_found');
 }
 
 /** POST /v1/responses, GET and DELETE /v1/responses/:id, sharing one store. */

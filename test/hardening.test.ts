@@ -1,0 +1,150 @@
+// Hardening from outside (issue 15): what fuzzing, fault injection and real
+// clients found. Each test drives the gateway over HTTP and fails without its
+// fix: map fields that took arrays, 400s naming the message instead of the
+// field, long values quoted whole, upstream addresses in errors, malformed
+// percent-encoding answered with a 500 and a stack trace.
+import t from 'tap';
+import OpenAI from 'openai';
+import { startOpenAIMock } from './mocks/openai.js';
+import { createResponsesMock } from './mocks/openai-responses.js';
+import { startGateway, openAIConfig, CLIENT_KEY, type TestGateway } from './helpers/gateway.js';
+
+const responsesMock = createResponsesMock();
+const mock = await startOpenAIMock({ routes: { '/v1/responses': responsesMock.handler } });
+const down = `
+  - name: down
+    family: openai-compatible
+    base_url: http://127.0.0.1:1/v1
+    api_key: sk-down-0123456789
+    timeout_ms: 1000
+    retries: 0`;
+const downModels = `
+  - id: down/model
+    endpoints: [chat_completions, responses]
+    deployments: [{ provider: down, model: gpt-4.1-mini }]
+    fallbacks: [openai/gpt-4.1-mini]
+  - id: down/only
+    endpoints: [chat_completions, responses]
+    deployments: [{ provider: down, model: gpt-4.1-mini }]`;
+const yaml = (transport: string) => openAIConfig(mock.url, `server: { transport: ${transport} }\nstorage: { responses_db: ":memory:" }`, { providers: down, models: downModels });
+const gw = await startGateway(yaml('undici'));
+const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+t.teardown(async () => {
+  await gw.close();
+  await mock.close();
+});
+
+async function post(g: TestGateway, path: string, body: unknown) {
+  const res = await fetch(g.url + path, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, text, json: JSON.parse(text) };
+}
+
+const STACK = /\bat \S+ \(|\.(js|ts):\d+|node:internal/;
+
+t.test('map and object fields refuse arrays and other types by name (responses, images)', async (t) => {
+  const responses = { model: 'openai/gpt-4.1-mini', input: 'hi' };
+  const images = { model: 'openai/gpt-image-1', prompt: 'a cat' };
+  const cases: [string, string, Record<string, unknown>, string][] = [
+    ['/v1/responses', 'metadata []', { ...responses, metadata: [] }, 'metadata'],
+    ['/v1/responses', 'metadata ["a"]', { ...responses, metadata: ['a'] }, 'metadata'],
+    ['/v1/responses', 'text []', { ...responses, text: [] }, 'text'],
+    ['/v1/responses', 'reasoning []', { ...responses, reasoning: [] }, 'reasoning'],
+    ['/v1/responses', 'stream_options []', { ...responses, stream: true, stream_options: [] }, 'stream_options'],
+    ['/v1/responses', 'native_fields []', { ...responses, native_fields: [] }, 'native_fields'],
+    ['/v1/responses', 'tool parameters []', { ...responses, tools: [{ type: 'function', name: 'f', parameters: [] }] }, 'tools[0].parameters'],
+    ['/v1/responses', 'json_schema schema []', { ...responses, text: { format: { type: 'json_schema', name: 'n', schema: [] } } }, 'text.format.schema'],
+    ['/v1/responses', 'web search user_location []', { ...responses, tools: [{ type: 'web_search', user_location: [] }] }, 'tools[0].user_location'],
+    ['/v1/responses', 'an input item as an array', { ...responses, input: [[]] }, 'input[0]'],
+    ['/v1/responses/input_tokens', 'reasoning []', { ...responses, reasoning: [1] }, 'reasoning'],
+    ['/v1/images/generations', 'extra []', { ...images, extra: [] }, 'extra'],
+    ['/v1/chat/completions', 'extra.debug as an object', { model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }], extra: { debug: {} } }, 'extra.debug'],
+  ];
+  for (const [path, what, body, param] of cases) {
+    mock.reset();
+    const r = await post(gw, path, body);
+    t.equal(r.status, 400, `${path} ${what}: 400`);
+    t.equal(r.json.error?.type, 'invalid_request_error', `${path} ${what}: type`);
+    t.equal(r.json.error?.param, param, `${path} ${what}: names ${param}`);
+    t.equal(mock.requests.length, 0, `${path} ${what}: nothing sent upstream`);
+  }
+});
+
+t.test('a long value is quoted as a short prefix on every endpoint', async (t) => {
+  const huge = 'Q'.repeat(3_000_000);
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['/v1/responses', { model: 'openai/gpt-4.1-mini', input: 'hi', metadata: { k: huge } }, 'metadata.k'],
+    ['/v1/responses', { model: 'openai/gpt-4.1-mini', input: [{ type: 'function_call', call_id: 'c', name: huge, arguments: '{}' }] }, 'input[0].name'],
+    ['/v1/responses', { model: 'openai/gpt-4.1-mini', input: 'hi', previous_response_id: huge }, 'previous_response_id'],
+    ['/v1/responses', { model: huge, input: 'hi' }, 'model'],
+    ['/v1/images/generations', { model: huge, prompt: 'a cat' }, 'model'],
+  ];
+  for (const [path, body, param] of cases) {
+    const r = await post(gw, path, body);
+    t.ok(r.status === 400 || r.status === 404, `${path} ${param}: a client error (${r.status})`);
+    t.equal(r.json.error.param, param, `${path} ${param}: param`);
+    t.ok(r.text.length < 600, `${path} ${param}: a short body (${r.text.length} bytes)`);
+    t.match(r.json.error.message, /Q{20,}…/, `${path} ${param}: the value's prefix, marked as cut`);
+  }
+  const id = 'resp_' + 'x'.repeat(10_000);
+  const g = await fetch(`${gw.baseURL}/responses/${id}`, { headers: { authorization: `Bearer ${CLIENT_KEY}` } });
+  const text = await g.text();
+  t.equal(g.status, 404);
+  t.ok(text.length < 600, `a long id in the path is quoted short (${text.length} bytes)`);
+});
+
+t.test('an upstream connection error names the provider, never its address', async (t) => {
+  for (const transport of ['undici', 'http', 'proxy']) {
+    const g = transport === 'undici' ? gw : await startGateway(yaml(transport));
+    const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+    // Every target failed: the 500 lists the attempts.
+    const e: any = await c.chat.completions.create({ model: 'down/only', messages: [{ role: 'user', content: 'x' }] }).catch((err) => err);
+    t.equal(e.status, 500, `${transport}: 500`);
+    t.match(e.error.message, /could not connect to provider down \(ECONNREFUSED\)/, `${transport}: names the provider and the code`);
+    t.notMatch(JSON.stringify(e.error), /127\.0\.0\.1|:1\b|localhost/, `${transport}: no address in the error`);
+    // A fallback served: extra.routing (debug) lists the failed attempt, without its address.
+    const ok: any = await c.chat.completions.create({ model: 'down/model', messages: [{ role: 'user', content: 'x' }], extra: { debug: ['routing'] } } as any);
+    const failed = ok.extra.routing.attempts.find((a: any) => a.status === 'failed');
+    t.match(failed.error, /could not connect to provider down/, `${transport}: routing names the provider`);
+    t.notMatch(JSON.stringify(ok), /127\.0\.0\.1/, `${transport}: no address in the answer`);
+    // The Responses API over chat, streamed: the error before the first event is the same envelope.
+    const re: any = await c.responses.create({ model: 'down/only', input: 'x', stream: true }).catch((err) => err);
+    t.equal(re.status, 500);
+    t.notMatch(JSON.stringify(re.error), /127\.0\.0\.1/, `${transport}: no address in the responses error`);
+    t.notOk(g.rawLogs.some((l) => l.includes('127.0.0.1:1')), `${transport}: no address in any log line`);
+    if (g !== gw) await g.close();
+  }
+});
+
+t.test('malformed percent-encoding in any path: 400 envelope, no stack trace in the log', async (t) => {
+  const before = gw.rawLogs.length;
+  const paths: [string, string][] = [
+    ['GET', '/v1/models/%zz'],
+    ['GET', '/v1/models/openai%2F%E0%A4%A'],
+    ['GET', '/v1/responses/%C0%AF'],
+    ['DELETE', '/v1/responses/%'],
+    ['POST', '/v1/chat/completions%zz'],
+    ['GET', '/v1/nothing/%FF'],
+  ];
+  for (const [method, path] of paths) {
+    const res = await fetch(gw.url + path, { method, headers: { authorization: `Bearer ${CLIENT_KEY}` } });
+    const text = await res.text();
+    t.equal(res.status, 400, `${method} ${path}: 400`);
+    const body = JSON.parse(text);
+    t.equal(body.error.type, 'invalid_request_error');
+    t.equal(body.error.code, 'invalid_path');
+    t.notMatch(text, STACK, 'no stack trace in the body');
+  }
+  const lines = gw.rawLogs.slice(before);
+  t.notOk(lines.some((l) => STACK.test(l) || /unhandled error/.test(l)), 'no stack trace or unhandled error logged');
+  // The id is decoded once: %2F is a slash, %252F stays a literal %2F (not found).
+  t.equal((await client.models.retrieve('openai/gpt-4.1-mini')).id, 'openai/gpt-4.1-mini');
+  const once = await fetch(`${gw.baseURL}/models/openai%2Fgpt-4.1-mini`);
+  t.equal(once.status, 200);
+  const twice = await fetch(`${gw.baseURL}/models/openai%252Fgpt-4.1-mini`);
+  t.equal(twice.status, 404, 'a percent-encoded percent sign is not decoded twice');
+});
