@@ -223,7 +223,12 @@ export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCal
     res.body.resume();
     throw unparseable(`the provider answered a stream request with content-type "${ct || 'none'}"`);
   }
-  return new UpstreamEvents(res, framing.parser());
+  return new UpstreamEvents(res, framing.parser(), call.provider.stream_idle_timeout_ms);
+}
+
+/** The error an upstream stream ends with when it sent nothing for `ms` (a provider's stream_idle_timeout_ms). */
+export function idleTimeout(ms: number): TransportError {
+  return new TransportError(`the provider sent nothing for ${ms} ms (stream_idle_timeout_ms)`, 'ETIMEDOUT_IDLE');
 }
 
 /** Events parsed ahead of the consumer before the body is paused (back-pressure). */
@@ -287,7 +292,20 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
     | { batch: false; resolve(r: IteratorResult<SSEEvent, undefined>): void; reject(e: unknown): void }
     | { batch: true; resolve(events: SSEEvent[] | null): void; reject(e: unknown): void }
     | undefined;
+  /** Armed while the body is read: the upstream sent nothing for `idleMs` (refreshed on every chunk). */
+  private idle: NodeJS.Timeout | undefined;
+  private readonly onIdle = () => {
+    // Events not yet taken, or a body paused for them: the consumer is behind, the upstream is not silent.
+    if (this.head < this.queue.length || this.res.body.isPaused()) {
+      this.idle?.refresh();
+      return;
+    }
+    this.fail(idleTimeout(this.idleMs!));
+    // Tear the upstream request down: a silent upstream is not handed back to the pool.
+    this.res.body.destroy();
+  };
   private readonly onData = (chunk: Buffer) => {
+    this.idle?.refresh();
     try {
       this.parser.push(chunk, this.queue);
     } catch (err) {
@@ -320,9 +338,15 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
   constructor(
     private readonly res: UpstreamResponse,
     private readonly parser: FrameParser = new SSEParser(),
+    /** No byte from the upstream for this long: the stream fails with ETIMEDOUT_IDLE and the upstream is aborted. */
+    private readonly idleMs?: number,
   ) {
     super();
     const body = res.body;
+    if (idleMs) {
+      this.idle = setTimeout(this.onIdle, idleMs);
+      this.idle.unref();
+    }
     body.on('data', this.onData);
     body.once('end', this.onEnd);
     body.once('error', this.onError);
@@ -366,7 +390,10 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
   /** The queue is empty: a body paused for back-pressure may flow again. */
   private emptied(): void {
     this.head = 0;
-    if (this.res.body.isPaused() && !this.ended) this.res.body.resume();
+    if (this.res.body.isPaused() && !this.ended) {
+      this.idle?.refresh();
+      this.res.body.resume();
+    }
   }
 
   /** Done for the waiter: null for a batch, the done result for one event. */
@@ -415,6 +442,8 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
   private detach(): void {
     if (this.detached) return;
     this.detached = true;
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = undefined;
     const body = this.res.body;
     body.off('data', this.onData);
     body.off('end', this.onEnd);

@@ -38,14 +38,25 @@ for (const transport of ['undici', 'http', 'proxy']) {
     const gw = await startGateway(`
 server:
   transport: ${transport}
-providers:${prov('o', oai.url)}${prov('slow', slow.url)}${prov('cut', cut.url)}${prov('refused', 'http://127.0.0.1:1')}
+providers:${prov('o', oai.url)}${prov('slow', slow.url)}${prov('cut', cut.url)}${prov('refused', 'http://127.0.0.1:1')}${prov('silent', slow.url, '\n    stream_idle_timeout_ms: 200')}
   - name: slowresp
     family: openai
     base_url: ${slowResponses.url}/v1
     api_key: sk-test-openai-0123456789
     timeout_ms: 300
     retries: 0
+  - name: silentresp
+    family: openai
+    base_url: ${slowResponses.url}/v1
+    api_key: sk-test-openai-0123456789
+    timeout_ms: 300
+    stream_idle_timeout_ms: 200
+    retries: 0
 models:
+  - id: x/silent
+    deployments: [{ provider: silent, model: m }]
+  - id: x/silentresp
+    deployments: [{ provider: silentresp, model: gpt-4.1-mini }]
   - id: x/slowresp
     deployments: [{ provider: slowresp, model: gpt-4.1-mini }]
   - id: x/o
@@ -121,6 +132,50 @@ models:
       t.notMatch(text, /\[DONE\]/);
       await until(() => gw.logs.some((l) => l.msg === 'request' && l.stream === 'failed'), 2000);
       t.notOk(gw.logs.some((l) => l.msg === 'stream failed inside the gateway'), 'a broken upstream is not logged as a gateway bug');
+    });
+
+    await t.test('an upstream that goes silent mid-stream: an error frame after stream_idle_timeout_ms, the upstream aborted', async (t) => {
+      slow.reset();
+      slow.fail({ silentAfterEvents: 2 });
+      const res = await fetch(`${gw.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'x/silent', messages: [{ role: 'user', content: 'x' }], stream: true }),
+      });
+      t.equal(res.status, 200);
+      const text = await res.text();
+      const frames = text.trim().split('\n\n');
+      t.equal(frames.length, 3, 'the two events, then the error: ' + text);
+      const last = JSON.parse(frames[2].slice(6));
+      t.match(last.error, { type: 'api_error', code: 'upstream_stream_error', message: /went silent.*nothing for 200 ms \(stream_idle_timeout_ms\)/ });
+      t.notMatch(text, /\[DONE\]/);
+      await until(() => slow.requests[0]?.aborted === true, 2000);
+      t.ok(slow.requests[0].aborted, 'the silent upstream request was aborted');
+      await until(() => gw.logs.some((l) => l.msg === 'request' && l.stream === 'failed' && l.stream_error === 'ETIMEDOUT_IDLE'), 2000);
+
+      // The SDK raises it.
+      slow.fail({ silentAfterEvents: 2 });
+      const s = await client.chat.completions.create({ model: 'x/silent', messages: [{ role: 'user', content: 'x' }], stream: true });
+      let n = 0;
+      const err: any = await (async () => {
+        for await (const _ of s) n++;
+      })().catch((e) => e);
+      t.equal(n, 2, 'the events before the silence arrived');
+      t.match(err?.message, /went silent/);
+    });
+
+    await t.test('a native Responses stream that goes silent ends with error and response.failed', async (t) => {
+      slowResponses.reset();
+      slowResponses.fail({ silentAfterEvents: 3 });
+      const stream = await client.responses.create({ model: 'x/silentresp', input: 'x', stream: true });
+      const events: any[] = [];
+      const err: any = await (async () => {
+        for await (const e of stream) events.push(e);
+      })().catch((e) => e);
+      t.same(events.slice(0, 3).map((e) => e.type), ['response.created', 'response.output_text.delta', 'response.output_text.delta']);
+      t.match(events.at(-1), { type: 'response.failed', response: { status: 'failed', error: { code: 'server_error', message: /went silent/ } } });
+      t.ok(err === undefined || /went silent/.test(err.message), 'the SDK saw the failure');
+      await until(() => slowResponses.requests[0]?.aborted === true, 2000);
     });
 
     await t.test('a client that disconnects aborts the upstream at once', async (t) => {

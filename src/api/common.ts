@@ -27,6 +27,8 @@ export function midStreamError(err: unknown): ErrorBody {
   if (err instanceof GatewayError) return err.body();
   const code = (err as NodeJS.ErrnoException)?.code;
   // A socket that closes mid-body surfaces from node:http as Error('aborted', ECONNRESET).
+  if (err instanceof TransportError && err.code === 'ETIMEDOUT_IDLE')
+    return { message: `The upstream stream went silent before it finished: ${err.message}.`, type: 'api_error', param: null, code: 'upstream_stream_error' };
   if (err instanceof TransportError || code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || (err as Error)?.message === 'aborted')
     return { message: `The upstream stream broke before it finished (${err instanceof TransportError ? err.code : code ?? 'aborted'}).`, type: 'api_error', param: null, code: 'upstream_stream_error' };
   return { message: 'The gateway hit an internal error while streaming.', type: 'internal_server_error', param: null, code: 'internal_error' };

@@ -55,7 +55,7 @@ export interface FamilyDefaults {
   /**
    * A valibot schema of the family's own keys of a provider block (everything
    * but the core keys: name, family, base_url, api_key, headers, timeout_ms,
-   * region, retries, max_sockets). Its output is the provider's `options`. A
+   * stream_idle_timeout_ms, region, retries, max_sockets). Its output is the provider's `options`. A
    * family without one takes no other key.
    */
   schema?: v.GenericSchema;

@@ -74,6 +74,12 @@ const ProviderEntries = {
   headers: v.optional(v.record(v.string(), v.string()), {}),
   /** No first byte within this time: the attempt fails and the next target is tried. */
   timeout_ms: v.optional(positiveInt, 30_000),
+  /**
+   * A stream whose upstream sends nothing (no byte: no event, no keep-alive
+   * comment) for this long after its headers is ended with an error event and
+   * its upstream request aborted.
+   */
+  stream_idle_timeout_ms: v.optional(positiveInt, 300_000),
   region: v.optional(v.string(), 'default'),
   /** Retries of a 429 on this provider before moving on (each counts as an attempt). */
   retries: v.optional(nonNegativeInt, 1),

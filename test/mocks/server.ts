@@ -29,6 +29,8 @@ export interface Fault {
   reset?: boolean;
   /** For streams: send this many events, then destroy the socket. */
   cutAfterEvents?: number;
+  /** For streams: send this many events, then nothing more (the connection stays open until the client closes it). */
+  silentAfterEvents?: number;
   /** Answer 200 with this raw text (e.g. not JSON). */
   rawBody?: string;
   /** Only apply to requests whose path includes this. */
@@ -118,6 +120,7 @@ export async function startMock(handler: Handler): Promise<MockServer> {
           res.socket?.destroy();
           return;
         }
+        if (fault?.silentAfterEvents !== undefined && n >= fault.silentAfterEvents) return;
         res.write(frame);
         n++;
         if (reply.sseDelayMs) await new Promise((r) => setTimeout(r, reply.sseDelayMs));
