@@ -75,6 +75,10 @@ export interface Gateway {
 }
 
 const ID_RE = /^[\w.:-]{1,128}$/;
+/** The access-log status of a request whose client left before any answer (nginx's "client closed request"). */
+export const CLIENT_CLOSED = 499;
+/** A request whose handler is still running this long after its client left is logged without waiting for it. */
+const LOG_LATE_MS = 1000;
 const LISTEN_BACKLOG = 4096;
 
 /** The request path without its query (Koa's `ctx.path`, without parsing the URL for the usual origin-form target). */
@@ -131,14 +135,34 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     const rec: Record<string, unknown> = { request_id: id, method: req.method, path, status: 0, latency_ms: 0 };
     kctx.state.log = rec;
     inflight++;
+    // The log line is written once the response has closed and the handler
+    // has returned (what a stream's writer or a failed attempt records comes
+    // after a client left), or LOG_LATE_MS after a close the handler outlives.
+    let handled = false;
+    let closed = false;
+    let written = false;
+    let late: NodeJS.Timeout | undefined;
+    const writeLine = () => {
+      if (late) clearTimeout(late);
+      if (written) return;
+      written = true;
+      writeAccessLine(rec);
+    };
     // One close listener per request: abort the upstream call of a client that left, write the log line.
     res.once('close', () => {
       inflight--;
-      if (!res.writableFinished) (kctx.state.abort as AbortController | undefined)?.abort();
-      rec.status = res.headersSent ? res.statusCode : kctx.status;
+      closed = true;
       rec.latency_ms = Math.round((performance.now() - started) * 100) / 100;
-      if (!res.writableFinished) rec.client_closed = true;
-      writeAccessLine(rec);
+      if (res.writableFinished) rec.status = res.statusCode;
+      else {
+        (kctx.state.abort as AbortController | undefined)?.abort();
+        rec.client_closed = true;
+        // A client that left before any answer: 499 (client closed request), as nginx logs it;
+        // one that left mid-answer keeps the status it was sent.
+        rec.status = res.headersSent ? res.statusCode : CLIENT_CLOSED;
+      }
+      if (handled) writeLine();
+      else (late = setTimeout(writeLine, LOG_LATE_MS)).unref();
     });
     try {
       // A path whose percent-encoding does not decode (`/v1/models/%zz`, `%C0`) names nothing: 400 on every route.
@@ -158,6 +182,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       kctx.status = error.status;
       for (const [k, v] of Object.entries(error.headers)) kctx.set(k, v);
       kctx.body = envelope(error);
+    } finally {
+      handled = true;
+      if (closed) writeLine();
     }
   });
 
