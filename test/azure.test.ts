@@ -393,3 +393,22 @@ t.test('/v1/models lists a model once, whatever serves it', async (t) => {
   t.equal(new Set(ids).size, ids.length);
   t.same(Object.keys(list.data.find((m) => m.id === 'openai/gpt-4.1-mini')!).sort(), Object.keys(list.data.find((m) => m.id === 'azure/only')!).sort(), 'the same shape');
 });
+
+t.test('the shipped gateway.yaml with only Azure credentials: gpt-4.1-mini and gpt-5-mini served by Azure', async (t) => {
+  const { readFileSync } = await import('node:fs');
+  const shippedAzure = await startAzureMock({ deployments: { 'gpt-4.1-mini': 'gpt-4.1-mini', 'gpt-5-mini': 'gpt-5-mini' } });
+  t.teardown(() => shippedAzure.close());
+  const yaml = readFileSync(new URL('../../gateway.yaml', import.meta.url), 'utf8');
+  const g = await startGateway(yaml, { AZURE_OPENAI_API_KEY: AZURE_KEY, AZURE_OPENAI_ENDPOINT: shippedAzure.url, GATEWAY_RESPONSES_DB: ':memory:' });
+  t.teardown(() => g.close());
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  for (const model of ['openai/gpt-4.1-mini', 'openai/gpt-5-mini']) {
+    const r: any = await c.chat.completions.create({ model, messages: user(`shipped ${model}`), debug: ['routing'] } as any);
+    t.equal(r.choices[0].message.content, `Echo: shipped ${model}`);
+    t.equal(shippedAzure.requests.at(-1)!.path, '/openai/v1/chat/completions', 'the v1 API without AZURE_OPENAI_API_VERSION');
+    t.equal(shippedAzure.requests.at(-1)!.body.model, model.slice('openai/'.length), 'the deployment name');
+    t.match(r.debug.routing.attempts, [{ provider: 'openai', status: 'skipped' }, { provider: 'azure', status: 'succeeded' }], `${model}: OpenAI without a key is skipped`);
+  }
+  const ids = (await c.models.list()).data.map((m) => m.id);
+  t.equal(ids.filter((id) => id === 'openai/gpt-5-mini').length, 1, 'listed once');
+});
