@@ -55,7 +55,7 @@ export async function countInputTokens(
     };
     if (!plugin.countTokens) return local();
     try {
-      const n = await plugin.countTokens({ ...base, request: { chat, responses: input.responses }, stream: false });
+      const n = await plugin.countTokens({ ...base, request: { chat, responses: input.responses, messages: input.messages }, stream: false });
       return n == null ? local() : { input_tokens: n, source: 'provider' };
     } catch (err) {
       if (base.signal.aborted || !describeFailure(err).fallback) throw err;

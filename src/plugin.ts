@@ -138,6 +138,22 @@ export interface CountRequest {
   chat?: ChatRequest;
   /** A Responses API body (POST /v1/responses/input_tokens fields only). */
   responses?: Record<string, unknown>;
+  /**
+   * An Anthropic Messages API body (POST /v1/messages/count_tokens: the
+   * prompt fields, model patched), present when the ingress is the Messages
+   * API. A plugin serving that API natively counts it as it is.
+   */
+  messages?: Record<string, unknown>;
+}
+
+/**
+ * A Messages API request for a provider that serves that API natively
+ * (same-API path): the client's body with the model patched and the gateway's
+ * own fields removed, and the client's `anthropic-beta` header, if any.
+ */
+export interface MessagesCall {
+  body: Record<string, unknown>;
+  beta?: string;
 }
 
 export interface ProviderPlugin {
@@ -149,6 +165,13 @@ export interface ProviderPlugin {
   /** Native Responses API (same-API fast path); other families are served via chat. */
   responses?(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome>;
   images?(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome>;
+  /**
+   * Native Messages API (POST /v1/messages, same-API path). Resolve `null`
+   * when this target (e.g. a model of another publisher on the same cloud)
+   * does not take the Messages body: the ingress then translates to `chat`.
+   * A stream's events are the upstream's, JSON parsed, ending at message_stop.
+   */
+  messages?(call: ProviderCall<MessagesCall>): Promise<NativeOutcome | null>;
   /**
    * The input tokens the request would use, counted by the provider's own
    * counting endpoint (POST /v1/responses/input_tokens, Anthropic's

@@ -52,6 +52,11 @@ export interface EndpointSpec {
   terminal(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, params: Record<string, string>): Promise<void>;
   /** Called once at gateway shutdown (e.g. to close the endpoint's store). */
   close?(): void | Promise<void>;
+  /**
+   * The error body this endpoint answers with, when its API has its own
+   * error shape (the Messages API); default: the OpenAI envelope.
+   */
+  errorBody?(err: GatewayError, requestId: string): Record<string, unknown>;
 }
 
 export interface GatewayOptions {
@@ -181,7 +186,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       }
       kctx.status = error.status;
       for (const [k, v] of Object.entries(error.headers)) kctx.set(k, v);
-      kctx.body = envelope(error);
+      const shape = kctx.state.errorBody as EndpointSpec['errorBody'];
+      kctx.body = shape ? shape(error, id) : envelope(error);
     } finally {
       handled = true;
       if (closed) writeLine();
@@ -243,6 +249,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       // Aborted by the core's close listener when the client leaves first.
       const ac = new AbortController();
       kctx.state.abort = ac;
+      if (spec.errorBody) kctx.state.errorBody = spec.errorBody;
       const ctx: RequestContext = {
         id: kctx.state.requestId,
         endpoint: spec.endpoint,

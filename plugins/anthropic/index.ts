@@ -2,12 +2,12 @@
 // (POST {base}/v1/messages, https://docs.anthropic.com/en/api/messages).
 // Chat requests are translated from the IR (request.ts) and the answers back
 // (response.ts, stream.ts); errors keep their HTTP status (errors.ts).
-import type { ProviderPlugin, ProviderCall, ChatOutcome, CountRequest } from '../../src/plugin.js';
+import type { ProviderPlugin, ProviderCall, ChatOutcome, CountRequest, MessagesCall, NativeOutcome } from '../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../src/types.js';
-import { upstreamJson, upstreamEvents, joinUrl, tokenCount, type ErrorMapper } from '../../src/provider.js';
+import { upstreamJson, upstreamEvents, joinUrl, tokenCount, unparseable, type ErrorMapper } from '../../src/provider.js';
 import { toAnthropic } from './request.js';
 import { fromAnthropic } from './response.js';
-import { anthropicChunks } from './stream.js';
+import { anthropicChunks, messagesEvents } from './stream.js';
 import { anthropicError } from './errors.js';
 import type { MessagesRequest, MessagesResponse } from './wire.js';
 
@@ -55,13 +55,19 @@ export function anthropicSite(call: ProviderCall<unknown>): ClaudeSite {
   return { url: () => url, headers: headers(call), mapError: anthropicError, count: { url: url + '/count_tokens' } };
 }
 
-/** The prompt tokens of a chat request on a Claude model at `site` (null: nothing to count). */
+/**
+ * The prompt tokens of a request on a Claude model at `site` (null: nothing
+ * to count): a Messages body as it is (the Messages ingress), else the chat
+ * request translated.
+ */
 export async function claudeCountTokens(call: ProviderCall<CountRequest>, site: ClaudeSite): Promise<number | null> {
-  const chat = call.request.chat;
-  if (!chat) return null;
-  const { body } = toAnthropic(chat, call.model, call.note, false);
+  const { chat, messages } = call.request;
   let count: Record<string, unknown> = {};
-  for (const f of COUNT_FIELDS) if (body[f] !== undefined) count[f] = body[f];
+  if (messages) count = messages;
+  else if (chat) {
+    const { body } = toAnthropic(chat, call.model, call.note, false);
+    for (const f of COUNT_FIELDS) if (body[f] !== undefined) count[f] = body[f];
+  } else return null;
   if (site.count.adapt) count = site.count.adapt(count);
   return tokenCount((await upstreamJson<{ input_tokens?: unknown }>(call, { url: site.count.url, headers: site.headers, body: count, mapError: site.mapError })).input_tokens);
 }
@@ -116,6 +122,22 @@ export async function claudeChat(call: ProviderCall<ChatRequest>, site: ClaudeSi
   return { kind: 'json', body: fromAnthropic(await upstreamJson<MessagesResponse>(call, o), plan) };
 }
 
+/**
+ * POST /v1/messages on a Claude model at `site`, same API: the body as the
+ * ingress patched it, the client's beta flags in `anthropic-beta`; the
+ * answer and the events come back as Anthropic sent them.
+ */
+export async function claudeMessages(call: ProviderCall<MessagesCall>, site: ClaudeSite): Promise<NativeOutcome> {
+  const { body, beta } = call.request;
+  const headers = beta ? { ...site.headers, 'anthropic-beta': beta } : site.headers;
+  const payload = site.adapt ? site.adapt(body as MessagesRequest) : body;
+  const o = { url: site.url(call.stream), headers, body: payload, mapError: site.mapError };
+  if (call.stream) return { kind: 'stream', events: messagesEvents(await upstreamEvents(call, o)) };
+  const msg = await upstreamJson<Record<string, unknown>>(call, o);
+  if (!msg || typeof msg !== 'object' || !Array.isArray(msg.content)) throw unparseable('the provider answered with a body that is not an Anthropic message');
+  return { kind: 'json', body: msg };
+}
+
 export default function anthropic(): ProviderPlugin {
   return {
     kind: 'provider',
@@ -125,5 +147,6 @@ export default function anthropic(): ProviderPlugin {
     },
     chat: (call) => claudeChat(call, anthropicSite(call)),
     countTokens: (call) => claudeCountTokens(call, anthropicSite(call)),
+    messages: (call) => claudeMessages(call, anthropicSite(call)),
   };
 }

@@ -5,7 +5,7 @@
 // which JSON.parse ignores.
 import type { ChatChunk, ChunkDelta, FinishReason } from '../../src/types.js';
 import type { SSEEvent } from '../../src/sse.js';
-import { parseEventJson, unparseable, MappedEvents, type EventMapper } from '../../src/provider.js';
+import { parseEventJson, unparseable, MappedEvents, type EventMapper, type JsonEvent } from '../../src/provider.js';
 import type { ResponsePlan } from './request.js';
 import { finishReason, mapUsage, completionId } from './response.js';
 import { streamError } from './errors.js';
@@ -139,4 +139,25 @@ export class AnthropicChunkMapper implements EventMapper<ChatChunk> {
     // A stream that stops without message_stop was cut: never let it look finished.
     throw unparseable('the provider stream ended before message_stop');
   }
+}
+
+/**
+ * A Messages API stream passed through as parsed events (the same-API path of
+ * POST /v1/messages), ending at message_stop or at an `error` event. An
+ * `error` event before anything else fails the attempt (it falls back, as an
+ * error status would); after that it goes to the client as it came.
+ */
+export function messagesEvents(events: AsyncIterable<SSEEvent>): MappedEvents<JsonEvent> {
+  let first = true;
+  return new MappedEvents(events, {
+    step(ev, out) {
+      const data = parseEventJson<Record<string, unknown>>(ev.data);
+      const type = typeof data.type === 'string' ? data.type : (ev.event ?? '');
+      if (type === 'error' && first) throw streamError(data.error as { type?: string; message?: string } | undefined);
+      first = false;
+      out.push({ event: ev.event, data });
+      return type === 'message_stop' || type === 'error';
+    },
+    end() {},
+  });
 }

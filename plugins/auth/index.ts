@@ -1,4 +1,4 @@
-// auth: Bearer keys on every POST (and stored-response reads), compared in
+// auth: Bearer (or x-api-key) keys on every POST (and stored-response reads), compared in
 // constant time. Keys are held only as SHA-256 digests: gateway.yaml stores
 // digests, GATEWAY_API_KEYS is hashed at load, and the presented key is hashed
 // before comparison, so timingSafeEqual always compares 32 bytes.
@@ -11,6 +11,21 @@ export interface AuthSlot {
   key: string;
 }
 
+/**
+ * The client key: `Authorization: Bearer <key>`, or `x-api-key: <key>` (the
+ * Anthropic API's header, which Claude Code and raw Anthropic clients send).
+ */
+function presentedKey(authorization: string | undefined, apiKey: string | string[] | undefined): string {
+  if (authorization) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!m) throw errors.unauthenticated("The 'Authorization' header must be 'Bearer <key>'.");
+    return m[1];
+  }
+  const k = Array.isArray(apiKey) ? apiKey[0] : apiKey;
+  if (k?.trim()) return k.trim();
+  throw errors.unauthenticated("Missing 'Authorization: Bearer <key>' (or 'x-api-key: <key>') header.");
+}
+
 export default function auth(): PipelinePlugin {
   let keys: ClientKey[] = [];
   return {
@@ -20,11 +35,8 @@ export default function auth(): PipelinePlugin {
       if (!keys.length) logger.warn('no client keys configured (keys in gateway.yaml or GATEWAY_API_KEYS): every authenticated request will get 401');
     },
     async handle(ctx, next) {
-      const header = ctx.headers.authorization;
-      if (!header) throw errors.unauthenticated("Missing 'Authorization: Bearer <key>' header.");
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-      if (!m) throw errors.unauthenticated("The 'Authorization' header must be 'Bearer <key>'.");
-      const digest = hash('sha256', m[1], 'buffer'); // one-shot: cheaper than createHash on the hot path
+      const presented = presentedKey(ctx.headers.authorization, ctx.headers['x-api-key']);
+      const digest = hash('sha256', presented, 'buffer'); // one-shot: cheaper than createHash on the hot path
       let found: ClientKey | undefined;
       // No early exit: the time taken does not depend on which key matched.
       for (const k of keys) if (timingSafeEqual(digest, k.hash) && !found) found = k;

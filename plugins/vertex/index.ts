@@ -13,14 +13,14 @@
 // (VERTEX_LOCATION, default us-central1); the base URL follows the location
 // unless `base_url` (VERTEX_BASE_URL) is given. docs/providers-vertex.md.
 import * as v from 'valibot';
-import type { ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome, CountRequest } from '../../src/plugin.js';
+import type { ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome, CountRequest, MessagesCall } from '../../src/plugin.js';
 import type { ChatRequest } from '../../src/types.js';
 import type { ProviderBlock } from '../../src/config/load.js';
 import { UpstreamError, type Authorizer } from '../../src/provider.js';
 import { readBody, type Transport } from '../../src/upstream.js';
 import { geminiChat, geminiCountTokens } from '../google/index.js';
 import { geminiImages } from '../google/images.js';
-import { claudeChat, claudeCountTokens, type ClaudeSite } from '../anthropic/index.js';
+import { claudeChat, claudeCountTokens, claudeMessages, type ClaudeSite } from '../anthropic/index.js';
 import { TokenSource, readServiceAccount, CredentialsError, type TokenPost } from './token.js';
 import { locationBaseUrl, geminiSite, claudeUrl, claudeCountUrl, toRawPredict, toCountRawPredict, isClaude, type VertexPlace } from './request.js';
 import { claudeOnVertexError } from './errors.js';
@@ -147,9 +147,16 @@ export default function vertex(): ProviderPlugin {
     // POST /v1/responses/input_tokens: :countTokens for Google's models, the
     // count-tokens model's rawPredict for Claude.
     countTokens(call: ProviderCall<CountRequest>): Promise<number | null> {
-      const model = call.request.chat?.model;
-      if (!model) return Promise.resolve(null);
+      const model = call.deployment.model;
+      if (!isClaude(model) && !call.request.chat) return Promise.resolve(null);
       return withToken(call, () => (isClaude(model) ? claudeCountTokens(call, claudeSite(placeOf(call), model)) : geminiCountTokens(call, geminiSite(placeOf(call)))));
+    },
+    // POST /v1/messages: Claude takes the Messages body on rawPredict (same
+    // API, model in the URL); Google's models are translated through chat.
+    messages(call: ProviderCall<MessagesCall>): Promise<NativeOutcome | null> {
+      const model = call.deployment.model;
+      if (!isClaude(model)) return Promise.resolve(null);
+      return withToken(call, () => claudeMessages(call, claudeSite(placeOf(call), model)));
     },
     // POST /v1/images/generations: Imagen on :predict, Gemini image models on generateContent.
     images(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome> {

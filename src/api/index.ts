@@ -2,7 +2,8 @@
 import type { EndpointSpec } from '../server.js';
 import { imagesEndpoint } from './images.js';
 import { responsesEndpoints } from './responses.js';
+import { messagesEndpoints } from './messages.js';
 
 export function extraEndpoints(): EndpointSpec[] {
-  return [imagesEndpoint, ...responsesEndpoints()];
+  return [imagesEndpoint, ...responsesEndpoints(), ...messagesEndpoints()];
 }

@@ -128,7 +128,7 @@ const ModelSchema = v.strictObject({
     v.strictObject({ input: v.array(v.picklist(MODALITIES)), output: v.array(v.picklist(MODALITIES)) }),
     { input: ['text'], output: ['text'] },
   ),
-  endpoints: v.optional(v.array(v.picklist(ENDPOINTS)), ['chat_completions', 'responses']),
+  endpoints: v.optional(v.array(v.picklist(ENDPOINTS)), ['chat_completions', 'responses', 'messages']),
   capabilities: v.optional(CapabilitiesSchema, {}),
   context_window: v.optional(positiveInt),
   max_output_tokens: v.optional(positiveInt),
