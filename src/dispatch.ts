@@ -16,7 +16,26 @@ export interface CoreServices {
   transport: Transport;
   providerPlugins: Map<string, ProviderPlugin>; // by family
   health: Health;
-  shared: Map<string, unknown>;
+  shared: ProviderState;
+}
+
+/**
+ * Each provider block's cross-request state (ProviderCall.shared: Gemini
+ * cached contents, a Bedrock signer), by the block's instance: a reload that
+ * changes the block (another key, region, URL) starts it afresh, one that
+ * leaves it alone keeps it.
+ */
+export class ProviderState {
+  private maps = new Map<string, Map<string, unknown>>();
+  of(p: ProviderConfig): Map<string, unknown> {
+    const k = p.instance ?? p.name;
+    let m = this.maps.get(k);
+    if (!m) this.maps.set(k, (m = new Map()));
+    return m;
+  }
+  forget(instances: Iterable<string>): void {
+    for (const k of instances) this.maps.delete(k);
+  }
 }
 
 /** What the ingress does with one attempt; it must read a stream's first event before returning. */
@@ -29,6 +48,16 @@ export class Health {
     private threshold: number,
     private cooldownMs: number,
   ) {}
+  /** New routing settings (a config reload): cool-downs under way keep their end. */
+  configure(threshold: number, cooldownMs: number): void {
+    this.threshold = threshold;
+    this.cooldownMs = cooldownMs;
+  }
+  /** Drop the state of these providers' deployments (a reload removed or changed their blocks). */
+  forgetProviders(names: ReadonlySet<string>): void {
+    // Keys are model|provider|region|upstream model (model ids hold no `|`).
+    for (const k of this.state.keys()) if (names.has(k.split('|')[1])) this.state.delete(k);
+  }
   private key(model: string, d: DeploymentConfig, region: string) {
     return `${model}|${d.provider}|${region}|${d.model}`;
   }
@@ -177,7 +206,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
           transport: core.transport,
           signal: ac.signal,
           requestId: ctx.id,
-          shared: core.shared,
+          shared: core.shared.of(provider),
           note: (e) => ctx.debug.normalizations.push(e),
           authorize: plugin.authorize && ((req, c) => plugin.authorize!(req, c)),
         });

@@ -33,6 +33,8 @@ export interface BuiltinRegistry {
   loaded?: Map<number, unknown>;
   /** The families of the built-in provider plugins (set by resolvePlugins). */
   builtinFamilies?: ReadonlySet<string>;
+  /** The registry resolvePlugins started from (a config reload resolves the new file's plugins on it). */
+  base?: BuiltinRegistry;
 }
 
 type PluginEntries = NonNullable<GatewayConfig['plugins']>;
@@ -112,7 +114,7 @@ export async function resolvePlugins(registry: BuiltinRegistry, entries: PluginE
       providers.push(pp);
     }
   }
-  return { ...registry, providers, loaded, builtinFamilies };
+  return { ...registry, providers, loaded, builtinFamilies, base: registry.base ?? registry };
 }
 
 

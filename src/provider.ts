@@ -150,7 +150,7 @@ export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCa
   let res: UpstreamResponse;
   try {
     res = await call.transport.request({
-      pool: call.provider.name,
+      pool: call.provider.pool ?? call.provider.name,
       url,
       method,
       headers,

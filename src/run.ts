@@ -8,13 +8,23 @@
 // workers keep dying before they listen (a bad port or config would otherwise
 // fork forever), and on SIGTERM/SIGINT passes the signal on and exits when the
 // last worker has drained. BENCHMARKS.md shows what a second worker buys.
+//
+// SIGHUP reloads gateway.yaml (src/reload.ts), and so does a change to the
+// file when server.watch_config is true. With several workers the primary
+// reads the file once (on SIGHUP, or when its watch sees a change) and sends
+// the text to every worker, which checks it and swaps to it (or refuses it)
+// on its own and tells the primary; a worker ignores a SIGHUP of its own (a
+// signal to the whole process group would otherwise reload it twice).
 import cluster, { type Worker } from 'node:cluster';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import v8 from 'node:v8';
+import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/load.js';
 import type { BuiltinRegistry } from './pipeline.js';
-import { createGateway, type EndpointSpec } from './server.js';
+import { createGateway, type EndpointSpec, type Gateway } from './server.js';
 import { createLogger } from './log.js';
+import { reloadGateway, watchConfigFile } from './reload.js';
 import { defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS, workerExecArgv } from './node-flags.js';
 
 /** Set RUNTIME_V8_FLAGS (those the operator left alone) on this process; returns the flags set. */
@@ -38,6 +48,8 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   const v8Flags = applyRuntimeV8Flags(config.server.node_flags);
   const workers = workerCount(config.server.workers);
   if (workers > 1 && cluster.isPrimary) return runPrimary(config, workers, lacking);
+  // Taken from now on (a reload the primary sends while this worker starts waits for the gateway).
+  const reloads = reloadsOf(config, registry);
   const gw = await createGateway({ config, registry, endpoints });
   if (lacking.length) gw.logger.warn({ node_flags: lacking }, LACKING_FLAGS);
   const addr = await gw.listen();
@@ -48,11 +60,13 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   // The access log is written in small batches: the ready line goes out at once.
   gw.logger.flush();
   if (cluster.isWorker) process.send?.({ gatewayReady: true });
+  reloads.start(gw);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     gw.logger.info({ signal, pid: process.pid }, 'shutting down: draining in-flight requests');
+    reloads.stop();
     await gw.close();
     process.exit(0);
   };
@@ -72,13 +86,35 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
   let earlyDeaths = 0;
   let stopping = false;
 
+  // Reload: the file is read here once and its text sent to every worker (they all check the same text).
+  const file = config.file;
+  const sendReload = (trigger: string, text?: string) => {
+    if (!file || stopping) return;
+    if (text === undefined) {
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch {
+        /* each worker reads it, fails and says why */
+      }
+    }
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w);
+    logger.info({ event: 'config_reload', trigger, workers: workers.length }, 'model-gateway primary: reloading the workers');
+    logger.flush();
+    for (const w of workers) w.send({ gatewayReload: { trigger, text } });
+  };
+  const watch = configWatch(file, logger, (text) => sendReload('watch', text));
+  watch.set(config.server.watch_config);
+  process.on('SIGHUP', () => sendReload('SIGHUP'));
+
   const fork = () => {
     const w = cluster.fork();
-    w.on('message', (m: { gatewayReady?: boolean }) => {
+    w.on('message', (m: { gatewayReady?: boolean; gatewayReloaded?: { result: string; watch_config: boolean } }) => {
       if (m?.gatewayReady) {
         serving.add(w);
         earlyDeaths = 0;
       }
+      // The workers checked the file: follow its server.watch_config.
+      if (m?.gatewayReloaded?.result === 'success' && !stopping) watch.set(m.gatewayReloaded.watch_config);
     });
   };
 
@@ -116,6 +152,7 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
+    watch.set(false);
     logger.info({ signal, pid: process.pid }, 'model-gateway primary: stopping workers');
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
     // Workers exit on their own deadline (shutdown_timeout_ms); this is the backstop.
@@ -127,4 +164,74 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/** A watch of the config file that can be turned on and off (server.watch_config may change on a reload). */
+function configWatch(file: string | null, logger: Logger, onText: (text: string) => void): { set(on: boolean): void } {
+  let w: { close(): void } | undefined;
+  return {
+    set(on) {
+      if (on && !w && file) {
+        w = watchConfigFile(file, onText, logger);
+        logger.info({ file }, 'server.watch_config: watching the config file');
+      } else if (!on && w) {
+        w.close();
+        w = undefined;
+        logger.info({ file }, 'server.watch_config: no longer watching the config file');
+      }
+    },
+  };
+}
+
+/**
+ * The reloads of a serving process, one at a time: a request while one runs
+ * waits for it, and of several that wait only the last runs. Sources: SIGHUP
+ * and the file watch in a single process; the primary's messages in a worker.
+ */
+function reloadsOf(config: GatewayConfig, registry: BuiltinRegistry): { start(gw: Gateway): void; stop(): void } {
+  const file = config.file;
+  let gw: Gateway | undefined;
+  let running = false;
+  let next: { trigger: string; text?: string } | undefined;
+  let watch: { set(on: boolean): void } | undefined;
+  const run = async () => {
+    running = true;
+    while (next && gw) {
+      const r = next;
+      next = undefined;
+      const o = await reloadGateway(gw, registry, file!, r);
+      if (cluster.isWorker) process.send?.({ gatewayReloaded: { result: o.result, watch_config: gw.config.server.watch_config } });
+      else watch?.set(gw.config.server.watch_config);
+    }
+    running = false;
+  };
+  const request = (r: { trigger: string; text?: string }) => {
+    if (!file) return;
+    next = r;
+    if (!running && gw) void run();
+  };
+  const onMessage = (m: { gatewayReload?: { trigger: string; text?: string } }) => {
+    if (m?.gatewayReload) request(m.gatewayReload);
+  };
+  const onHup = () => {
+    if (cluster.isWorker) gw?.logger.info({ pid: process.pid }, 'SIGHUP to a worker is ignored: the primary reloads every worker (send SIGHUP to it)');
+    else request({ trigger: 'SIGHUP' });
+  };
+  if (cluster.isWorker) process.on('message', onMessage);
+  process.on('SIGHUP', onHup);
+  return {
+    start(g) {
+      gw = g;
+      if (!cluster.isWorker) {
+        watch = configWatch(file, g.logger, (text) => request({ trigger: 'watch', text }));
+        watch.set(config.server.watch_config);
+      }
+      if (next && !running) void run();
+    },
+    stop() {
+      watch?.set(false);
+      next = undefined;
+      if (cluster.isWorker) process.off('message', onMessage);
+    },
+  };
 }

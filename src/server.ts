@@ -12,12 +12,13 @@ import { readJsonBody } from './body.js';
 import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
-import { Health, type CoreServices } from './dispatch.js';
+import { Health, ProviderState, type CoreServices } from './dispatch.js';
 import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerSecrets, clip } from './errors.js';
 import { pipeFrames } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
 import { listModels, getModel } from './api/models.js';
 import { validateChat, chatTerminal } from './api/chat.js';
+import type { ProviderCarry } from './reload.js';
 
 /**
  * Request fields that can be large: the conversation and what travels with
@@ -71,9 +72,18 @@ export interface GatewayOptions {
 export interface Gateway {
   app: Koa;
   server: http.Server;
-  core: CoreServices;
-  pipeline: LoadedPipeline;
+  /** The config, core services and pipeline new requests start on (a reload swaps all three). */
+  readonly config: GatewayConfig;
+  readonly core: CoreServices;
+  readonly pipeline: LoadedPipeline;
   logger: Logger;
+  /**
+   * Serve new requests from this config and pipeline (already checked: src/reload.ts);
+   * a request under way finishes on the ones it started with. `retired`
+   * resolves once those requests are done and what only the old config used
+   * (its pipeline plugins, removed provider plugins, stale pools) is closed.
+   */
+  swap(config: GatewayConfig, pipeline: LoadedPipeline, carry: ProviderCarry): { retired: Promise<void> };
   listen(port?: number, host?: string): Promise<AddressInfo>;
   /** Stop accepting, let in-flight requests finish until the deadline, then close everything. */
   close(deadlineMs?: number): Promise<void>;
@@ -103,17 +113,41 @@ function decodes(path: string): boolean {
   }
 }
 
+/**
+ * One config in force, with what was built from it. Each request takes the
+ * generation current when it arrives and keeps it to its end, so that a
+ * reload never changes the config under a request (ctx.config, its pipeline).
+ */
+interface Generation {
+  config: GatewayConfig;
+  pipeline: LoadedPipeline;
+  core: CoreServices;
+  bodyOptions: { limit: number; timeoutMs: number };
+  /** Requests on this generation not finished yet. */
+  active: number;
+  /** Set when a newer generation took over: called once `active` is 0. */
+  onIdle?: () => void;
+}
+
 export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
-  const { config } = opts;
-  const logger = opts.logger ?? createLogger(config.server.log_level);
-  const pipeline = await loadPipeline(config, opts.registry, logger);
+  const logger = opts.logger ?? createLogger(opts.config.server.log_level);
   const writeAccessLine = accessLogWriter(logger);
-  const transport = opts.transport ?? createTransport(config.server.transport);
-  const core: CoreServices = {
-    transport,
-    providerPlugins: pipeline.providers,
-    health: new Health(config.routing.failure_threshold, config.routing.cooldown_ms),
-    shared: new Map(),
+  const transport = opts.transport ?? createTransport(opts.config.server.transport);
+  // Kept across reloads (src/reload.ts): cool-downs and provider state of the blocks a reload leaves alone.
+  const health = new Health(opts.config.routing.failure_threshold, opts.config.routing.cooldown_ms);
+  const shared = new ProviderState();
+  const generation = (config: GatewayConfig, pipeline: LoadedPipeline): Generation => ({
+    config,
+    pipeline,
+    core: { transport, providerPlugins: pipeline.providers, health, shared },
+    bodyOptions: { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms },
+    active: 0,
+  });
+  let current = generation(opts.config, await loadPipeline(opts.config, opts.registry, logger));
+  // The current generation and the previous ones whose requests are not done yet.
+  const live = new Set([current]);
+  const release = (gen: Generation) => {
+    if (--gen.active === 0) gen.onIdle?.();
   };
 
   const app = new Koa();
@@ -139,6 +173,15 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     // The access-log record, filled in by the core and the plugins (ctx.log) as the request goes.
     const rec: Record<string, unknown> = { request_id: id, method: req.method, path, status: 0, latency_ms: 0 };
     kctx.state.log = rec;
+    // This request's config, to its end (a reload swaps `current` for the requests after it).
+    const gen = current;
+    kctx.state.gen = gen;
+    gen.active++;
+    // The generation is released when the response has closed and the handler has returned, whichever is last.
+    let holds = 2;
+    const done = () => {
+      if (--holds === 0) release(gen);
+    };
     inflight++;
     // The log line is written once the response has closed and the handler
     // has returned (what a stream's writer or a failed attempt records comes
@@ -155,6 +198,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     };
     // One close listener per request: abort the upstream call of a client that left, write the log line.
     res.once('close', () => {
+      done();
       inflight--;
       closed = true;
       rec.latency_ms = Math.round((performance.now() - started) * 100) / 100;
@@ -191,6 +235,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     } finally {
       handled = true;
       if (closed) writeLine();
+      done();
     }
   });
 
@@ -199,13 +244,12 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   // endpoint validates it, after the plugins ahead of validation: an
   // unauthenticated client gets its 401, never a word about its body. (A path
   // no endpoint serves answers 404 or 405 whatever its body.)
-  const bodyOptions = { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms };
   app.use(async (kctx, next) => {
     if (kctx.req.method !== 'POST') return next();
     if (draining) kctx.res.setHeader('connection', 'close');
     let body: unknown;
     try {
-      body = await readJsonBody(kctx.req, bodyOptions);
+      body = await readJsonBody(kctx.req, (kctx.state.gen as Generation).bodyOptions);
       if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
     } catch (err) {
       // The rest of an unread body would stall the connection: close it after the answer.
@@ -228,11 +272,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   router.get('/v1/models', (kctx) => {
-    kctx.body = listModels(config, kctx.query.status);
+    kctx.body = listModels((kctx.state.gen as Generation).config, kctx.query.status);
   });
   router.get('/v1/models/*id', (kctx) => {
     // The router has decoded the id once (`openai%2Fgpt-4.1` is `openai/gpt-4.1`); decoding again would read `%252F` as `/`.
-    kctx.body = getModel(config, String(kctx.params.id));
+    kctx.body = getModel((kctx.state.gen as Generation).config, String(kctx.params.id));
   });
 
   const specs: EndpointSpec[] = [
@@ -246,6 +290,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     const handler = async (kctx: Koa.Context) => {
       const { req } = kctx;
       const res = kctx.res;
+      const { config, pipeline, core } = kctx.state.gen as Generation;
       // Aborted by the core's close listener when the client leaves first.
       const ac = new AbortController();
       kctx.state.abort = ac;
@@ -329,13 +374,55 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }, app.callback());
 
+  /** A generation no request uses any more: close what the current one does not share with it. */
+  async function retire(old: Generation, carry: ProviderCarry): Promise<void> {
+    live.delete(old);
+    // A plugin object another live generation also holds (a module exporting an object, not a factory) stays open.
+    const inUse = new Set<unknown>();
+    for (const g of live) for (const p of [...g.pipeline.plugins, ...g.pipeline.providers.values()]) inUse.add(p);
+    for (const p of old.pipeline.plugins) if (!inUse.has(p)) await closeQuietly(p.name, () => p.close?.());
+    for (const p of new Set(old.pipeline.providers.values())) if (!inUse.has(p)) await closeQuietly(p.name, () => p.close?.());
+    // Still stale now (a later reload may have brought a pool back)?
+    const pools = new Set([...current.config.providers.values()].map((p) => p.pool ?? p.name));
+    transport.retire?.(new Set([...carry.stalePools].filter((n) => !pools.has(n))));
+  }
+  async function closeQuietly(name: string, close: () => void | Promise<void>): Promise<void> {
+    try {
+      await close();
+    } catch (err) {
+      logger.error({ err, plugin: name }, 'config reload: closing a plugin of the previous config failed');
+    }
+  }
+
   return {
     app,
     server,
-    core,
-    pipeline,
+    get config() {
+      return current.config;
+    },
+    get core() {
+      return current.core;
+    },
+    get pipeline() {
+      return current.pipeline;
+    },
     logger,
-    listen(port = config.server.port, host = config.server.host) {
+    swap(config, pipeline, carry) {
+      const old = current;
+      const next = generation(config, pipeline);
+      health.configure(config.routing.failure_threshold, config.routing.cooldown_ms);
+      health.forgetProviders(carry.changedProviders);
+      shared.forget(carry.staleInstances);
+      if (config.server.log_level !== old.config.server.log_level) logger.level = config.server.log_level;
+      current = next;
+      live.add(next);
+      const retired = new Promise<void>((resolve) => {
+        old.onIdle = () => void retire(old, carry).then(resolve);
+      });
+      if (old.active === 0) old.onIdle!();
+      return { retired };
+    },
+    listen(port = current.config.server.port, host = current.config.server.host) {
       return new Promise((resolve, reject) => {
         server.once('error', reject);
         // A deeper accept queue than Node's 511 (the kernel caps it at net.core.somaxconn):
@@ -348,7 +435,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         });
       });
     },
-    async close(deadlineMs = config.server.shutdown_timeout_ms) {
+    async close(deadlineMs = current.config.server.shutdown_timeout_ms) {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -361,7 +448,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       await closed;
       transport.close();
       for (const spec of specs) await spec.close?.();
-      await pipeline.close();
+      await current.pipeline.close();
       logger.flush?.();
     },
   };

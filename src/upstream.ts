@@ -68,7 +68,21 @@ export function releaseIncoming(body: IncomingMessage): void {
 
 export interface Transport {
   request(req: UpstreamRequest): Promise<UpstreamResponse>;
+  /**
+   * Close the pools of these names (and of `<name>#...`) once the calls on
+   * them have ended; a later call under such a name opens a new pool. A
+   * config reload retires the pools of providers it removed or reconnected
+   * (src/reload.ts).
+   */
+  retire?(pools: ReadonlySet<string>): void;
   close(): void;
+}
+
+/** Whether a pool name belongs to one of these pools (`openai`, or `vertex#oauth` for `vertex`). */
+export function poolIn(name: string, pools: ReadonlySet<string>): boolean {
+  if (pools.has(name)) return true;
+  const hash = name.indexOf('#');
+  return hash > 0 && pools.has(name.slice(0, hash));
 }
 
 /** A transport failure before any response: connection refused, reset, timeout, abort. */
@@ -136,6 +150,15 @@ function createAgents() {
         agents.set(key, a);
       }
       return a;
+    },
+    retire(pools: ReadonlySet<string>) {
+      for (const [key, a] of agents) {
+        if (!poolIn(key.slice(key.indexOf(':') + 1), pools)) continue;
+        agents.delete(key);
+        // A socket handed back is destroyed from now on; the ones in use finish their call.
+        a.maxFreeSockets = 0;
+        for (const list of Object.values(a.freeSockets)) for (const s of list ?? []) s.destroy();
+      }
     },
     close() {
       for (const a of agents.values()) a.destroy();
@@ -226,6 +249,7 @@ export function createProxyTransport(): Transport {
         });
       });
     },
+    retire: (pools) => agents.retire(pools),
     close() {
       agents.close();
       proxy.close();
@@ -318,6 +342,7 @@ export function createHttpTransport(): Transport {
         req.end(body);
       });
     },
+    retire: (pools) => agents.retire(pools),
     close() {
       agents.close();
     },
@@ -461,6 +486,15 @@ export function createUndiciTransport(): Transport {
           if (!body.destroyed && !body.readableEnded) body.dump({ limit: 256 * 1024, signal: AbortSignal.timeout(100) }).catch(() => {});
         },
       };
+    },
+    retire(names: ReadonlySet<string>) {
+      for (const [key, p] of pools) {
+        if (!poolIn(key.slice(0, key.indexOf('\0')), names)) continue;
+        pools.delete(key);
+        // undici's close() lets the requests under way (their bodies included) finish first.
+        void p.close().catch(() => {});
+      }
+      for (const [k, t] of targets) if (!pools.has(t.key) && poolIn(k.slice(0, k.indexOf('\0')), names)) targets.delete(k);
     },
     close() {
       for (const p of pools.values()) void p.destroy().catch(() => {});

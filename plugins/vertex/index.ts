@@ -81,13 +81,15 @@ function claudeSite(place: VertexPlace, model: string): ClaudeSite {
 }
 
 export default function vertex(): ProviderPlugin {
-  /** One token source per provider (and key file), for the life of this gateway. */
-  const sources = new Map<string, TokenSource>();
-
+  /**
+   * One token source per provider block (and key file), kept in the block's
+   * cross-request state: a config reload that changes the block starts a new one.
+   */
   function sourceFor(call: ProviderCall<unknown>): TokenSource {
     const o = optionsOf(call.provider);
-    const key = `${call.provider.name}\0${o.credentials_file}`;
-    let s = sources.get(key);
+    const key = `vertex.token\0${o.credentials_file}`;
+    const sources = call.shared;
+    let s = sources.get(key) as TokenSource | undefined;
     if (!s) {
       let account;
       try {
@@ -97,7 +99,7 @@ export default function vertex(): ProviderPlugin {
         throw new UpstreamError(401, { message: (err as Error).message, type: 'authentication_error', param: null, code: 'provider_auth_failed' });
       }
       const timeout = call.provider.timeout_ms;
-      s = new TokenSource(account, transportPost(call.transport, `${call.provider.name}#oauth`, timeout), { timeoutMs: timeout });
+      s = new TokenSource(account, transportPost(call.transport, `${call.provider.pool ?? call.provider.name}#oauth`, timeout), { timeoutMs: timeout });
       sources.set(key, s);
     }
     return s;

@@ -37,6 +37,8 @@ const ServerSchema = v.strictObject({
   shutdown_timeout_ms: v.optional(positiveInt, 10_000),
   /** Worker processes (Node cluster). 0 (the default) means one per core; 1 serves from a single process. */
   workers: v.optional(nonNegativeInt, 0),
+  /** Reload the config when gateway.yaml changes (as SIGHUP does): docs/configuration.md "Reloading the configuration". */
+  watch_config: v.optional(v.boolean(), false),
   /** Log level for the access log and gateway events. */
   log_level: v.optional(v.picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
   /** Upstream transport: `undici` (undici connection pools, the default: least CPU per call), `http` (node:http on keep-alive agents) or `proxy` (http-proxy-3). docs/performance.md has the numbers. */
@@ -190,6 +192,14 @@ export type ProviderConfig = v.InferOutput<v.ObjectSchema<typeof ProviderEntries
   missing_credentials?: string;
   /** The keys of `options` that hold secrets (its family's `secrets`): scrubbed from error texts. */
   secret_options?: readonly string[];
+  /**
+   * Set by a config reload (src/reload.ts): the connection pool's name (the
+   * provider's name until a reload changes its base_url, max_sockets or
+   * timeout_ms) and the identity of its cross-request state (cool-down,
+   * `shared`: a new one when the block changed at all). Absent: `name`.
+   */
+  pool?: string;
+  instance?: string;
 };
 export type ModelConfig = v.InferOutput<typeof ModelSchema>;
 export type DeploymentConfig = v.InferOutput<typeof DeploymentSchema>;

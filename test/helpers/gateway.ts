@@ -5,8 +5,9 @@ import pino from 'pino';
 import { createGateway, type Gateway } from '../../src/server.js';
 import { builtins } from '../../plugins/index.js';
 import { extraEndpoints } from '../../src/api/index.js';
-import { loadGatewayConfig } from '../../src/pipeline.js';
+import { loadGatewayConfig, type BuiltinRegistry } from '../../src/pipeline.js';
 import { REDACT_PATHS } from '../../src/log.js';
+import { reloadGateway, type ReloadOutcome } from '../../src/reload.js';
 
 export const CLIENT_KEY = 'gw-test-client-key-abcdef123456';
 
@@ -14,15 +15,20 @@ export interface TestGateway {
   url: string;
   baseURL: string;
   gw: Gateway;
+  /** The registry the gateway started with (plugins loaded by path included): what a reload starts from. */
+  registry: BuiltinRegistry;
   logs: Record<string, any>[];  
   rawLogs: string[];
+  /** Reload the gateway from new YAML text (same file, same environment), as SIGHUP does. */
+  reload(yaml: string): Promise<ReloadOutcome>;
   close(): Promise<void>;
 }
 
 /** `file`: where the config is taken to live (paths in it are relative to its folder); the text is `yaml`. */
 export async function startGateway(yaml: string, env: Record<string, string> = {}, file = 'test-gateway.yaml'): Promise<TestGateway> {
   // The plugin modules the config names by path are loaded first, as `start` does.
-  const { config, registry } = await loadGatewayConfig(file, builtins(), { text: yaml, env: { GATEWAY_API_KEYS: CLIENT_KEY, ...env } });
+  const fullEnv = { GATEWAY_API_KEYS: CLIENT_KEY, ...env };
+  const { config, registry } = await loadGatewayConfig(file, builtins(), { text: yaml, env: fullEnv });
   // GATEWAY_TEST_TRANSPORT=http|proxy runs every test gateway on another upstream transport.
   const tr = process.env.GATEWAY_TEST_TRANSPORT;
   if (tr === 'http' || tr === 'proxy' || tr === 'undici') config.server.transport = tr;
@@ -44,7 +50,9 @@ export async function startGateway(yaml: string, env: Record<string, string> = {
   const gw = await createGateway({ config, registry, logger, endpoints: extraEndpoints() });
   const addr = await gw.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${addr.port}`;
-  return { url, baseURL: `${url}/v1`, gw, logs, rawLogs, close: () => gw.close(1000) };
+  // (A GATEWAY_TEST_TRANSPORT above is kept: server.transport needs a restart.)
+  const reload = (text: string) => reloadGateway(gw, registry, file, { text, env: fullEnv, trigger: 'test' });
+  return { url, baseURL: `${url}/v1`, gw, registry, logs, rawLogs, reload, close: () => gw.close(1000) };
 }
 
 /** Read a client stream until `after` items arrived, then abort it (the client leaves mid-stream); returns the items read. */

@@ -31,7 +31,7 @@ export function openAIError(status: number, message: string, type: string, param
   return { status, json: { error: { message, type, param, code } } };
 }
 
-function authError(req: Recorded, key: string): Reply | undefined {
+export function authError(req: Recorded, key: string): Reply | undefined {
   const h = req.headers.authorization;
   if (h !== `Bearer ${key}`)
     return openAIError(401, `Incorrect API key provided: ${h ? 'sk-***' : 'none'}. You can find your API key at https://platform.openai.com/account/api-keys.`, 'invalid_request_error', null, 'invalid_api_key');

@@ -46,6 +46,8 @@ export interface Reply {
   sse?: string[];
   /** Delay between SSE frames. */
   sseDelayMs?: number;
+  /** For streams: after the first frame, wait for this before the others (a stream held open until a test lets it go). */
+  sseGate?: Promise<unknown>;
 }
 
 export type Handler = (req: Recorded) => Reply | Promise<Reply>;
@@ -56,6 +58,8 @@ export interface MockServer {
   requests: Recorded[];
   /** TCP connections accepted so far (keep-alive reuse shows as fewer connections than requests). */
   readonly connections: number;
+  /** TCP connections open now. */
+  readonly open: number;
   faults: Fault[];
   /** Queue faults for the next requests, in order. */
   fail(...f: Fault[]): void;
@@ -123,6 +127,7 @@ export async function startMock(handler: Handler): Promise<MockServer> {
         if (fault?.silentAfterEvents !== undefined && n >= fault.silentAfterEvents) return;
         res.write(frame);
         n++;
+        if (n === 1 && reply.sseGate) await reply.sseGate;
         if (reply.sseDelayMs) await new Promise((r) => setTimeout(r, reply.sseDelayMs));
       }
       res.end();
@@ -139,6 +144,9 @@ export async function startMock(handler: Handler): Promise<MockServer> {
     get connections() {
       return listening.connections;
     },
+    get open() {
+      return listening.open;
+    },
     faults,
     fail: (...f) => faults.push(...f),
     reset() {
@@ -150,7 +158,7 @@ export async function startMock(handler: Handler): Promise<MockServer> {
 }
 
 /** Listen on 127.0.0.1, port 0, counting TCP connections; close() drops the open sockets first (keep-alive ones too). */
-export async function listenLocal(server: http.Server): Promise<{ url: string; port: number; readonly connections: number; close(): Promise<void> }> {
+export async function listenLocal(server: http.Server): Promise<{ url: string; port: number; readonly connections: number; readonly open: number; close(): Promise<void> }> {
   const sockets = new Set<import('node:net').Socket>();
   let connections = 0;
   server.on('connection', (s) => {
@@ -165,6 +173,9 @@ export async function listenLocal(server: http.Server): Promise<{ url: string; p
     port,
     get connections() {
       return connections;
+    },
+    get open() {
+      return sockets.size;
     },
     close: () =>
       new Promise<void>((r) => {
