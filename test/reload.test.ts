@@ -359,3 +359,67 @@ t.test('stored responses outlive a reload', async (t) => {
   t.equal(next.output_text, 'Echo: and then');
   t.match(mock.requests.at(-1)!.body.messages, [{ role: 'user', content: 'remember me' }, { role: 'assistant' }, { role: 'user', content: 'and then' }], 'the conversation continues on the new model');
 });
+
+t.test('pipeline plugins: each reload builds new instances; the old ones close once their requests are done', async (t) => {
+  const probePath = path.join(here, 'helpers/probe-plugin.js');
+  const { events } = (await import(probePath)) as { events: string[] };
+  const mock = await heldMock();
+  t.teardown(() => mock.close());
+  const withProbe = (tag: string) => `${versioned(mock.url, 1)}plugins:\n  - name: auth\n  - path: ${probePath}\n    options: { tag: ${tag} }\n  - name: route\n`;
+  const g = await startGateway(withProbe('one'));
+  t.teardown(() => g.close());
+  const client = new OpenAI({ baseURL: g.baseURL, apiKey: CLIENT_KEY, maxRetries: 0 });
+  const held = gate();
+  mock.hold(held);
+  const stream = await client.chat.completions.create({ model: 'fast', messages: [{ role: 'user', content: 'held' }], stream: true });
+  const it = stream[Symbol.asyncIterator]();
+  await it.next();
+  const o = await g.reload(withProbe('two'));
+  t.equal(o.result, 'success');
+  t.same(events, ['init one', 'init two'], 'the new instance is initialised with its new options');
+  mock.hold();
+  await client.chat.completions.create({ model: 'fast', messages: [{ role: 'user', content: 'new' }] });
+  await until(() => g.logs.some((l) => l.msg === 'request' && l.probe === 'two'));
+  t.same(events, ['init one', 'init two'], 'the old instance stays open while its stream runs');
+  held.open();
+  while (!(await it.next()).done);
+  await o.retired;
+  t.same(events, ['init one', 'init two', 'close one'], 'closed once its request was done');
+  await until(() => g.logs.some((l) => l.msg === 'request' && l.probe === 'one'));
+  t.pass('the held stream was handled by the instance of the config it started on');
+});
+
+t.test('Gemini cached contents: kept while the provider block is unchanged, started afresh when it changes', async (t) => {
+  const { startGeminiMock, GEMINI_KEY } = await import('./mocks/gemini.js');
+  const gem = await startGeminiMock();
+  t.teardown(() => gem.close());
+  const cfg = (region: string, alias: string) => `
+providers:
+  - name: google
+    family: google
+    base_url: ${gem.url}
+    api_key: ${GEMINI_KEY}
+    region: ${region}
+    retries: 0
+models:
+  - id: google/gemini-2.5-flash
+    deployments: [{ provider: google, model: gemini-2.5-flash }]
+aliases:
+  ${alias}: google/gemini-2.5-flash
+`;
+  const g = await startGateway(cfg('us-central1', 'flash'));
+  t.teardown(() => g.close());
+  const client = new OpenAI({ baseURL: g.baseURL, apiKey: CLIENT_KEY, maxRetries: 0 });
+  const manual = 'Reference manual. '.repeat(400); // above Gemini's minimum cacheable size
+  const ask = (q: string) =>
+    client.chat.completions.create({ model: 'google/gemini-2.5-flash', messages: [{ role: 'system', content: manual, cache_control: { type: 'ephemeral', ttl: '300s' } }, { role: 'user', content: q }] } as any);
+  const creates = () => gem.requests.filter((r) => r.path === '/v1beta/cachedContents').length;
+  await ask('one');
+  t.equal(creates(), 1);
+  t.equal((await g.reload(cfg('us-central1', 'quick'))).result, 'success', 'a reload that leaves the provider block alone');
+  t.equal((await ask('two')).choices[0].message.content, 'Echo: two');
+  t.equal(creates(), 1, 'the cached content is reused');
+  t.equal((await g.reload(cfg('europe-west4', 'quick'))).result, 'success', 'a reload that changes the block');
+  t.equal((await ask('three')).choices[0].message.content, 'Echo: three');
+  t.equal(creates(), 2, 'the changed block starts with an empty registry');
+});
