@@ -169,8 +169,19 @@ function validatePipelinePlugin(p: unknown, where: string): PipelinePlugin {
 }
 
 export async function loadPipeline(config: GatewayConfig, registry: BuiltinRegistry, logger: Logger): Promise<LoadedPipeline> {
-  const entries = config.plugins ?? registry.defaultPipeline.map((name) => ({ name, path: undefined, enabled: true, options: {} }));
   const plugins: PipelinePlugin[] = [];
+  try {
+    return await composePipeline(config, registry, logger, plugins);
+  } catch (err) {
+    // A pipeline refused after some plugins' init (a config reload that fails its checks): close those.
+    for (const p of plugins) await Promise.resolve(p.close?.()).catch(() => {});
+    throw err;
+  }
+}
+
+/** loadPipeline's work; `plugins` gets each plugin once its init has run. */
+async function composePipeline(config: GatewayConfig, registry: BuiltinRegistry, logger: Logger, plugins: PipelinePlugin[]): Promise<LoadedPipeline> {
+  const entries = config.plugins ?? registry.defaultPipeline.map((name) => ({ name, path: undefined, enabled: true, options: {} }));
   const providers = new Map<string, ProviderPlugin>();
   const builtin = registry.builtinFamilies ?? new Set(registry.providers.flatMap((p) => Object.keys(p.families)));
   for (const prov of registry.providers) for (const fam of Object.keys(prov.families)) providers.set(fam, prov);

@@ -423,3 +423,18 @@ aliases:
   t.equal((await ask('three')).choices[0].message.content, 'Echo: three');
   t.equal(creates(), 2, 'the changed block starts with an empty registry');
 });
+
+t.test('a reload refused after a plugin\'s init closes that plugin again', async (t) => {
+  const probePath = path.join(here, 'helpers/probe-plugin.js');
+  const { events } = (await import(probePath)) as { events: string[] };
+  const mock = await heldMock();
+  t.teardown(() => mock.close());
+  const g = await startGateway(versioned(mock.url, 1));
+  t.teardown(() => g.close());
+  const seen = events.length;
+  // The probe initialises, then the pipeline is refused: no route plugin.
+  const o = await g.reload(`${versioned(mock.url, 2)}plugins:\n  - name: auth\n  - path: ${probePath}\n    options: { tag: refused }\n`);
+  t.equal(o.result, 'failure');
+  t.match(o.problems, [/^PLUGIN_MISSING_ROUTE: /]);
+  t.same(events.slice(seen), ['init refused', 'close refused']);
+});
