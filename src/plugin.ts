@@ -49,6 +49,8 @@ export interface RequestContext {
   readonly method: string;
   readonly path: string;
   readonly headers: IncomingHttpHeaders;
+  /** The URL's query parameters, on GET and DELETE endpoints (a POST's input is its body). */
+  readonly query?: URLSearchParams;
   /** Aborted when the client disconnects. */
   readonly signal: AbortSignal;
   readonly config: GatewayConfig;

@@ -301,6 +301,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         method: req.method!,
         path: kctx.state.path,
         headers: req.headers,
+        ...(spec.method !== 'POST' ? { query: new URLSearchParams(kctx.querystring) } : {}),
         signal: ac.signal,
         config,
         logger,

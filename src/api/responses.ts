@@ -1,4 +1,5 @@
-// POST /v1/responses (spec 4.1), GET and DELETE /v1/responses/{id}.
+// POST /v1/responses (spec 4.1), GET and DELETE /v1/responses/{id},
+// GET /v1/responses/{id}/input_items (responses-items.ts).
 //
 // Per attempt of the fallback chain the target decides the path:
 // - a family whose provider plugin serves the Responses API natively
@@ -42,6 +43,7 @@ import { chatToResponseEvents, nativeResponseEvents, responseFrames, type Stream
 import { fitContext, countItems } from './responses-truncate.js';
 import { countInputTokens } from '../count.js';
 import { openSqliteResponseStore, type ResponseStore } from '../store/responses.js';
+import { parseListQuery, pageOf, type ListQuery, type Turn } from './responses-items.js';
 
 export function validateResponses(raw: unknown, ctx: RequestContext): Record<string, unknown> {
   const body = validate(ResponsesBody, raw) as Record<string, unknown>;
@@ -85,24 +87,47 @@ const ownerOf = (ctx: RequestContext) =>
 
 const MAX_CHAIN = 10_000;
 
-/** The stored conversation behind `previous_response_id`: every turn's input and output items, oldest first. */
-async function loadHistory(store: ResponseStore, id: string, owner: string): Promise<Item[]> {
-  const turns: { input: Item[]; output: Item[] }[] = [];
+/**
+ * The stored turns along a chain of `previous_response_id`s, newest first,
+ * starting at `id`: empty when `id` itself is not the owner's; an earlier turn
+ * that was deleted ends the chain (the conversation starts after it).
+ */
+async function storedChain(store: ResponseStore, id: string, owner: string): Promise<{ id: string; input: Item[]; output: Item[] }[]> {
+  const turns: { id: string; input: Item[]; output: Item[] }[] = [];
   const seen = new Set<string>();
   let cur: string | null = id;
   while (cur && !seen.has(cur) && turns.length < MAX_CHAIN) {
     seen.add(cur);
     const r = await store.get(cur, owner);
-    if (!r) {
-      if (cur === id) throw errors.notFound(`Previous response with id '${clip(id)}' not found.`, 'previous_response_id', 'previous_response_not_found');
-      break; // an earlier turn was deleted: the conversation starts after it
-    }
-    turns.push({ input: r.input as Item[], output: r.output as Item[] });
+    if (!r) break;
+    turns.push({ id: r.id, input: r.input as Item[], output: r.output as Item[] });
     cur = r.previous_response_id;
   }
+  return turns;
+}
+
+/** The stored conversation behind `previous_response_id`: every turn's input and output items, oldest first. */
+async function loadHistory(store: ResponseStore, id: string, owner: string): Promise<Item[]> {
+  const turns = await storedChain(store, id, owner);
+  if (!turns.length) throw errors.notFound(`Previous response with id '${clip(id)}' not found.`, 'previous_response_id', 'previous_response_not_found');
   const items: Item[] = [];
   for (let i = turns.length - 1; i >= 0; i--) items.push(...turns[i].input, ...turns[i].output);
   return items;
+}
+
+/**
+ * GET /v1/responses/{id}/input_items: the response's context (the earlier
+ * turns of its chain, input and output, then its own input), one page of it.
+ */
+async function listInputItems(ctx: RequestContext, holder: StoreHolder, id: string): Promise<void> {
+  const owner = ownerOf(ctx);
+  const store = holder.get(ctx);
+  const r = await store.get(id, owner);
+  if (!r) throw notFound(id);
+  const earlier = r.previous_response_id ? await storedChain(store, r.previous_response_id, owner) : [];
+  const turns: Turn[] = earlier.reverse().map((t) => ({ responseId: t.id, items: [...t.input, ...t.output] }));
+  turns.push({ responseId: r.id, items: r.input as Item[] });
+  ctx.outcome = { kind: 'json', body: pageOf(turns, ctx.body as unknown as ListQuery) };
 }
 
 /**
@@ -332,6 +357,14 @@ export function responsesEndpoints(): EndpointSpec[] {
         if (!r) throw notFound(params.id);
         ctx.outcome = { kind: 'json', body: r.response };
       },
+    },
+    {
+      endpoint: 'responses',
+      method: 'GET',
+      path: '/v1/responses/:id/input_items',
+      // The query, checked after authentication like a body: a bad value is a 400 naming the parameter.
+      validate: (_raw, ctx) => parseListQuery(ctx.query ?? new URLSearchParams()) as unknown as Record<string, unknown>,
+      terminal: (ctx, _core, _pipeline, params) => listInputItems(ctx, holder, params.id),
     },
     {
       endpoint: 'responses',
