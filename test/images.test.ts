@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { startOpenAIMock } from './mocks/openai.js';
 import { openAIImagesRoute, sniff } from './mocks/openai-images.js';
 import { startGeminiImagesMock } from './mocks/gemini-images.js';
+import { nearestSize, resolutionFor } from '../plugins/google/images.js';
 import { GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
 
@@ -64,6 +65,14 @@ models:
     endpoints: [images_generations]
     capabilities: { max_images: 4 }
     deployments: [{ provider: google, model: imagen-4.0-generate-001 }]
+  - id: google/gemini-3-pro-image
+    modalities: { input: [text, image], output: [image, text] }
+    endpoints: [images_generations]
+    deployments: [{ provider: google, model: gemini-3-pro-image-preview }]
+  - id: google/imagen-4.0-fast
+    modalities: { input: [text], output: [image] }
+    endpoints: [images_generations]
+    deployments: [{ provider: google, model: imagen-4.0-fast-generate-001 }]
 `;
 
 const gw = await startGateway(yaml);
@@ -311,8 +320,8 @@ t.test('Gemini flash-image: one generateContent per image, aspect ratio from siz
   const r = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'two foxes in snow', n: 2, size: '1536x1024', debug: ['normalizations', 'routing'] } as any);
   t.equal(r.data!.length, 2);
   for (const d of r.data!) t.same([...decode(d.b64_json).subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47], 'PNG magic bytes');
-  t.equal(r.size, '1248x832', 'the pixel size that came back for 3:2');
-  t.equal(pngSize(decode(r.data![1].b64_json)), '1248x832');
+  t.equal(r.size, '1536x1024', 'the allowed size nearest to the 3:2 image that came back');
+  t.equal(pngSize(decode(r.data![1].b64_json)), '1248x832', 'the real pixels');
   t.equal(r.output_format, 'png');
   t.equal(r.quality, 'auto');
   t.equal(r.background, 'opaque');
@@ -339,9 +348,10 @@ t.test('Gemini flash-image: sizes map to aspect ratios, auto leaves the choice t
   t.equal(square.size, '1024x1024');
   const tall = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'a tower', size: '1024x1536' });
   t.equal(gemini.requests[1].body.generationConfig.imageConfig.aspectRatio, '2:3');
-  t.equal(tall.size, '832x1248');
-  await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'anything', size: 'auto' });
+  t.equal(tall.size, '1024x1536', 'an 832x1248 image');
+  const auto = await client.images.generate({ model: 'google/gemini-2.5-flash-image', prompt: 'anything', size: 'auto' });
   t.notOk('imageConfig' in gemini.requests[2].body.generationConfig, 'auto: no imageConfig');
+  t.equal(auto.size, '1024x1024', 'the model chose 1:1: a size the contract allows, never auto');
 });
 
 t.test('Gemini flash-image: what the API cannot be asked for is reported, not faked', async (t) => {
@@ -360,11 +370,11 @@ t.test('Gemini flash-image: what the API cannot be asked for is reported, not fa
   t.equal(sniff(img), 'png', 'no conversion: the PNG Gemini produced');
   t.equal(r.output_format, 'png', 'the format that came back');
   t.equal(r.background, 'opaque');
-  t.equal(r.quality, 'auto');
+  t.equal(r.quality, 'high', 'the quality asked for is echoed');
   const byParam = Object.fromEntries(notes(r).map((n) => [n.param, n]));
   t.match(byParam.output_format, { action: 'override', before: 'webp', after: 'png' });
   t.match(byParam.background, { action: 'override', before: 'transparent', after: 'opaque' });
-  t.match(byParam.quality, { action: 'strip', before: 'high' });
+  t.match(byParam.quality, { action: 'strip', before: 'high', reason: /no rendering-quality or resolution setting/ });
   t.match(byParam.moderation, { action: 'strip', before: 'low' });
   t.match(byParam.user, { action: 'strip', before: 'user-42' });
   t.match(byParam.output_compression, { action: 'strip', before: 60 });
@@ -376,7 +386,7 @@ t.test('Imagen: one :predict with sampleCount, aspect ratio, output mime type an
   t.equal(r.data!.length, 3);
   for (const d of r.data!) t.same([...decode(d.b64_json).subarray(0, 3)], [0xff, 0xd8, 0xff], 'JPEG magic bytes');
   t.equal(r.output_format, 'jpeg');
-  t.equal(r.size, '896x1280', 'the pixel size Imagen made for 3:4');
+  t.equal(r.size, '1024x1536', 'the allowed size nearest to the 896x1280 (3:4) image Imagen made');
   t.equal(r.usage, undefined, 'Imagen reports no token usage');
   t.match(notes(r), [{ param: 'size', action: 'override', before: '1024x1536', after: '3:4' }]);
   t.equal(gemini.requests.length, 1);
@@ -400,6 +410,62 @@ t.test('Imagen: PNG by default, WebP is not offered so what came back is reporte
   t.match(notes(webp), [{ param: 'output_format', action: 'override', before: 'webp', after: 'png' }]);
   t.notOk('outputOptions' in gemini.requests[1].body.parameters, 'not asked for a format Imagen does not make');
   t.notOk('aspectRatio' in gemini.requests[1].body.parameters, 'auto size: no aspect ratio');
+});
+
+t.test('quality is echoed and becomes the resolution of a model that has one; size reports the nearest allowed size', async (t) => {
+  // Gemini 3 Pro Image: imageConfig.imageSize 1K / 2K / 4K.
+  for (const [quality, imageSize, pixels] of [
+    ['low', '1K', '1264x848'],
+    ['medium', '2K', '2528x1696'],
+    ['high', '4K', '5056x3392'],
+  ] as const) {
+    gemini.reset();
+    const r = await client.images.generate({ model: 'google/gemini-3-pro-image', prompt: 'a harbour', size: '1536x1024', quality, debug: ['normalizations'] } as any);
+    t.equal(r.quality, quality, `quality ${quality} echoed`);
+    t.equal(r.size, '1536x1024');
+    t.equal(pngSize(decode(r.data![0].b64_json)), pixels, `${imageSize}: the pixels Google makes`);
+    t.same(gemini.requests[0].body.generationConfig.imageConfig, { aspectRatio: '3:2', imageSize });
+    t.same(notes(r), [], 'nothing dropped');
+  }
+  gemini.reset();
+  const auto = await client.images.generate({ model: 'google/gemini-3-pro-image', prompt: 'a harbour' });
+  t.equal(auto.quality, 'auto');
+  t.notOk('imageConfig' in gemini.requests[0].body.generationConfig, 'auto quality and size: the model decides');
+
+  // Imagen 4: parameters.sampleImageSize 1K / 2K; Imagen 4 Fast has none.
+  for (const [quality, sampleImageSize, pixels] of [
+    ['low', '1K', '1280x896'],
+    ['medium', '2K', '2560x1792'],
+    ['high', '2K', '2560x1792'],
+  ] as const) {
+    gemini.reset();
+    const r = await client.images.generate({ model: 'google/imagen-4.0-generate-001', prompt: 'a field', size: '1536x1024', quality });
+    t.equal(r.quality, quality);
+    t.equal(r.size, '1536x1024', 'a 4:3 image is nearest to 1536x1024');
+    t.equal(pngSize(decode(r.data![0].b64_json)), pixels);
+    t.equal(gemini.requests[0].body.parameters.sampleImageSize, sampleImageSize);
+  }
+  gemini.reset();
+  const fast = await client.images.generate({ model: 'google/imagen-4.0-fast', prompt: 'a field', quality: 'high', debug: ['normalizations'] } as any);
+  t.equal(fast.quality, 'high');
+  t.notOk('sampleImageSize' in gemini.requests[0].body.parameters, 'not sent to a model without it (the API refuses it)');
+  t.match(notes(fast), [{ param: 'quality', action: 'strip', before: 'high' }]);
+
+  // The size reported is the allowed one nearest to the real aspect ratio (log scale), unit level.
+  for (const [w, h, size] of [
+    [1024, 1024, '1024x1024'],
+    [1344, 768, '1536x1024'],
+    [768, 1344, '1024x1536'],
+    [1184, 864, '1536x1024'],
+    [864, 1184, '1024x1536'],
+    [1040, 1000, '1024x1024'],
+    [1584, 672, '1536x1024'],
+  ] as const)
+    t.equal(nearestSize(w, h), size, `${w}x${h}`);
+  t.equal(resolutionFor('gemini-2.5-flash-image', 'high'), undefined);
+  t.equal(resolutionFor('models/gemini-3-pro-image-preview', 'medium'), '2K');
+  t.equal(resolutionFor('imagen-4.0-ultra-generate-001', 'high'), '2K');
+  t.equal(resolutionFor('imagen-4.0-generate-001', 'auto'), undefined);
 });
 
 t.test("Imagen: n above the model's max_images is the client's 400", async (t) => {

@@ -80,6 +80,10 @@ models:
     modalities: { input: [text, image], output: [image, text] }
     capabilities: { max_images: 4 }
     deployments: [{ provider: vertex, model: gemini-2.5-flash-image }]
+  - id: google/gemini-3-pro-image
+    endpoints: [images_generations]
+    modalities: { input: [text, image], output: [image, text] }
+    deployments: [{ provider: vertex, model: gemini-3-pro-image-preview }]
   - id: google/gemini-badkey
     deployments: [{ provider: vertex-badkey, model: gemini-2.5-flash }]
   - id: openai/gpt-4.1-mini
@@ -204,6 +208,24 @@ t.test('images: a Gemini image model on generateContent, one call per image', as
   t.equal(calls.length, 2);
   t.same(calls[0].body.generationConfig, { responseModalities: ['IMAGE'], imageConfig: { aspectRatio: '1:1' } });
   t.ok((r as any).usage?.output_tokens > 0, 'image usage from usageMetadata');
+});
+
+t.test('images on Vertex: quality echoed and sent as the resolution where the model has one, size the nearest allowed', async (t) => {
+  const g = await client.images.generate({ model: 'google/gemini-3-pro-image', prompt: 'a tall tower', size: '1024x1536', quality: 'medium' });
+  t.equal(g.quality, 'medium');
+  t.equal(g.size, '1024x1536', 'a 1696x2528 image (2:3 at 2K)');
+  t.equal(Buffer.from(g.data![0].b64_json!, 'base64').readUInt32BE(16), 1696);
+  t.equal(last().path, `${base}/google/models/gemini-3-pro-image-preview:generateContent`);
+  t.same(last().body.generationConfig.imageConfig, { aspectRatio: '2:3', imageSize: '2K' });
+  const flash: any = await client.images.generate({ model: 'google/gemini-image', prompt: 'a blue circle', quality: 'low', debug: ['normalizations'] } as any);
+  t.equal(flash.quality, 'low', 'echoed even where the model has no resolution setting');
+  t.equal(flash.size, '1024x1024');
+  t.notOk(last().body.generationConfig.imageConfig, 'no imageSize for gemini-2.5-flash-image (Vertex refuses it)');
+  t.match(flash.debug.normalizations, [{ param: 'quality', action: 'strip', before: 'low' }]);
+  const imagen = await client.images.generate({ model: 'google/imagen-4', prompt: 'a red square', size: '1536x1024', quality: 'high' });
+  t.equal(imagen.quality, 'high');
+  t.equal(imagen.size, '1536x1024', 'a 2560x1792 image (4:3 at 2K)');
+  t.equal(last().body.parameters.sampleImageSize, '2K');
 });
 
 t.test('Claude on Vertex: thinking with a signed block sent back, n fanned out', async (t) => {

@@ -5,18 +5,24 @@
 // Two model lines, told apart by the upstream model name:
 // - Gemini image models (gemini-2.5-flash-image and kin) answer
 //   POST /v1beta/models/{m}:generateContent with
-//   generationConfig.responseModalities ['IMAGE'] and imageConfig.aspectRatio
+//   generationConfig.responseModalities ['IMAGE'] and imageConfig.aspectRatio,
+//   plus imageConfig.imageSize (1K, 2K, 4K) on the models that have a
+//   resolution setting (Gemini 3 Pro Image)
 //   (https://ai.google.dev/gemini-api/docs/image-generation). They return one
 //   image per call as an inlineData part: n > 1 is n calls, in parallel.
 // - Imagen (imagen-4.0-generate-001 and kin) answers
 //   POST /v1beta/models/{m}:predict {instances:[{prompt}], parameters:{sampleCount,
-//   aspectRatio, outputOptions:{mimeType, compressionQuality}}}
+//   aspectRatio, sampleImageSize (1K, 2K: Imagen 4 and Imagen 4 Ultra),
+//   outputOptions:{mimeType, compressionQuality}}}
 //   (https://ai.google.dev/gemini-api/docs/imagen; field names as js-genai's
 //   generateImagesConfigToMldev writes them) and returns predictions[] of
 //   {bytesBase64Encoded, mimeType}.
 //
-// Nothing is converted: what the API cannot be asked for is not faked. The
-// result reports what came back (format, pixel size, alpha, read from the
+// `quality` asks for the model's output resolution where it has one (low: the
+// smallest, medium: 2K, high: the largest) and is echoed as asked. Nothing is
+// converted: what the API cannot be asked for is not faked. The result
+// reports what came back (format, alpha, and as `size` the size the contract
+// allows that is nearest to the image's real aspect ratio, all read from the
 // image bytes) and debug.normalizations records each difference from the ask.
 import type { ProviderCall, NativeOutcome } from '../../src/plugin.js';
 import type { NormalizationEntry } from '../../src/types.js';
@@ -94,14 +100,52 @@ const IMAGEN_ASPECT: Record<string, string> = { '1:1': '1:1', '3:2': '4:3', '2:3
 /** Imagen `outputOptions.mimeType` takes image/png and image/jpeg. */
 const IMAGEN_FORMATS: Format[] = ['png', 'jpeg'];
 
+/**
+ * The output resolutions a model can be asked for, smallest first, or
+ * undefined when it has no such setting: Gemini 3 Pro Image takes
+ * imageConfig.imageSize 1K, 2K or 4K (Gemini image generation docs); Imagen 4
+ * and Imagen 4 Ultra take parameters.sampleImageSize 1K or 2K (Vertex AI,
+ * "Set output resolution"; Imagen 4 Fast and Gemini 2.5 Flash Image have none).
+ */
+export function resolutionsOf(model: string): readonly string[] | undefined {
+  const m = model.replace(/^models\//, '');
+  if (/^gemini-3(\.\d+)?-pro-image/.test(m)) return ['1K', '2K', '4K'];
+  if (/^imagen-4\.0-(ultra-)?generate-/.test(m)) return ['1K', '2K'];
+  return undefined;
+}
+
+/** `quality` as the model's resolution: low the smallest, high the largest, medium 2K; auto (or none) leaves the model's default. */
+export function resolutionFor(model: string, quality: unknown): string | undefined {
+  const sizes = resolutionsOf(model);
+  if (!sizes || quality == null || quality === 'auto') return undefined;
+  if (quality === 'low') return sizes[0];
+  if (quality === 'high') return sizes[sizes.length - 1];
+  return sizes.includes('2K') ? '2K' : sizes[sizes.length - 1];
+}
+
+/** The sizes an image result may report (spec 4.3), by aspect ratio. */
+const REPORTED: readonly [string, number][] = [
+  ['1024x1024', 1],
+  ['1536x1024', 3 / 2],
+  ['1024x1536', 2 / 3],
+];
+
+/** The reportable size whose aspect ratio is nearest to the image's (compared on a log scale, so 2:1 and 1:2 are as far from 1:1). */
+export function nearestSize(width: number, height: number): string {
+  const r = Math.log(width / height);
+  let best = REPORTED[0];
+  for (const s of REPORTED) if (Math.abs(r - Math.log(s[1])) < Math.abs(r - Math.log(best[1]))) best = s;
+  return best[0];
+}
+
 /** Fields this mapping reads. Anything else is not sent: the Gemini API rejects unknown fields. */
 const MAPPED = new Set(['model', 'prompt', 'n', 'size', 'output_format', 'output_compression', 'stream']);
 
 /** OpenAI image fields the Gemini API has nothing for, at their non-default values. */
 function dropUnsupported(req: Req, note: Note, imagen: boolean): void {
   const model = req.model;
-  if (req.quality != null && req.quality !== 'auto')
-    note({ param: 'quality', action: 'strip', before: req.quality, reason: `${model} has no rendering-quality setting` });
+  if (req.quality != null && req.quality !== 'auto' && !resolutionsOf(model))
+    note({ param: 'quality', action: 'strip', before: req.quality, reason: `${model} has no rendering-quality or resolution setting` });
   if (req.moderation != null && req.moderation !== 'auto')
     note({ param: 'moderation', action: 'strip', before: req.moderation, reason: `the Gemini API applies its own safety filters to ${model}` });
   if (req.user != null) note({ param: 'user', action: 'strip', before: req.user, reason: 'the Gemini API has no end-user identifier' });
@@ -129,9 +173,11 @@ function aspectRatio(req: Req, note: Note, imagen: boolean): string | undefined 
 export function toGenerateContent(req: Req, note: Note): Record<string, unknown> {
   dropUnsupported(req, note, false);
   const ratio = aspectRatio(req, note, false);
+  const imageSize = resolutionFor(req.model, req.quality);
+  const imageConfig = { ...(ratio ? { aspectRatio: ratio } : {}), ...(imageSize ? { imageSize } : {}) };
   return {
     contents: [{ role: 'user', parts: [{ text: req.prompt }] }],
-    generationConfig: { responseModalities: ['IMAGE'], ...(ratio ? { imageConfig: { aspectRatio: ratio } } : {}) },
+    generationConfig: { responseModalities: ['IMAGE'], ...(Object.keys(imageConfig).length ? { imageConfig } : {}) },
   };
 }
 
@@ -152,6 +198,7 @@ export function toPredict(req: Req, note: Note): Record<string, unknown> {
     parameters: {
       sampleCount: (req.n as number | null | undefined) ?? 1,
       ...(ratio ? { aspectRatio: ratio } : {}),
+      ...(resolutionFor(req.model, req.quality) ? { sampleImageSize: resolutionFor(req.model, req.quality) } : {}),
       ...(Object.keys(outputOptions).length ? { outputOptions } : {}),
       // Filtered images then come back with their reason instead of silently missing.
       includeRaiReason: true,
@@ -271,15 +318,19 @@ function result(req: Req, images: Image[], note: Note, usage?: Usage): Record<st
   const format = formatOf(first) ?? 'png';
   const asked = (req.output_format as Format | undefined) ?? 'png';
   if (format !== asked) note({ param: 'output_format', action: 'override', before: asked, after: format, reason: `${req.model} returned ${MIME[format]}; the gateway converts nothing` });
-  const size = first.info ? `${first.info.width}x${first.info.height}` : typeof req.size === 'string' ? req.size : 'auto';
+  const askedSize = typeof req.size === 'string' ? req.size : 'auto';
+  // The size the contract allows nearest to what came back (a 1248x832 image is 1536x1024).
+  const size = first.info ? nearestSize(first.info.width, first.info.height) : askedSize !== 'auto' ? askedSize : undefined;
+  if (first.info && askedSize !== 'auto' && size !== askedSize)
+    note({ param: 'size', action: 'override', before: askedSize, after: size, reason: `${req.model} returned a ${first.info.width}x${first.info.height} image; size reports the nearest size the API allows` });
   return {
     created: Math.floor(Date.now() / 1000),
     background: first.info?.alpha ? 'transparent' : 'opaque',
     data: images.map((img) => ({ b64_json: img.b64 })),
     output_format: format,
-    // No quality setting on these models: what was used is the model's own.
-    quality: 'auto',
-    size,
+    // As asked: a model with a resolution setting got it as one (resolutionFor), the others have none (a strip note says so).
+    quality: typeof req.quality === 'string' ? req.quality : 'auto',
+    ...(size ? { size } : {}),
     ...(usage ? { usage } : {}),
   };
 }

@@ -3,11 +3,13 @@
 // - Gemini image models on POST /v1beta/models/{m}:generateContent: the whole
 //   GenerateContentRequest is checked by the Gemini mock's own validator
 //   (unknown fields, types, roles, parts), then what image models add:
-//   responseModalities values, imageConfig.aspectRatio / imageSize values, no
-//   candidateCount above 1. The answer is one inlineData PNG of the pixel size
-//   Google documents for the aspect ratio, with usageMetadata per modality.
+//   responseModalities values, imageConfig.aspectRatio / imageSize values
+//   (imageSize on the models that have it only), no candidateCount above 1. The
+//   answer is one inlineData PNG of the pixel size Google documents for the
+//   model, aspect ratio and image size, with usageMetadata per modality.
 // - Imagen on POST /v1beta/models/{m}:predict: {instances:[{prompt}],
-//   parameters:{sampleCount, aspectRatio, outputOptions:{mimeType,
+//   parameters:{sampleCount, aspectRatio, sampleImageSize (Imagen 4 and Ultra
+//   only; 2K doubles the pixels), outputOptions:{mimeType,
 //   compressionQuality}, ...}} checked field by field (unknown names rejected as
 //   Google's JSON parser does); the answer is predictions[] of
 //   {bytesBase64Encoded, mimeType} (https://ai.google.dev/gemini-api/docs/imagen).
@@ -29,7 +31,17 @@ export const GEMINI_IMAGE_PIXELS: Record<string, [number, number]> = {
   '1:1': [1024, 1024], '2:3': [832, 1248], '3:2': [1248, 832], '3:4': [864, 1184], '4:3': [1184, 864],
   '4:5': [896, 1152], '5:4': [1152, 896], '9:16': [768, 1344], '16:9': [1344, 768], '21:9': [1536, 672],
 };
-/** Imagen 4 output size per aspect ratio (1K). */
+/** gemini-3-pro-image-preview output size per aspect ratio at 1K (Gemini image generation docs); 2K and 4K are 2 and 4 times as large. */
+export const GEMINI_3_PRO_IMAGE_PIXELS: Record<string, [number, number]> = {
+  '1:1': [1024, 1024], '2:3': [848, 1264], '3:2': [1264, 848], '3:4': [896, 1200], '4:3': [1200, 896],
+  '4:5': [928, 1152], '5:4': [1152, 928], '9:16': [768, 1376], '16:9': [1376, 768], '21:9': [1584, 672],
+};
+/** The Gemini image models with a resolution setting (imageConfig.imageSize). */
+const IMAGE_SIZE_MODELS = new Set(['gemini-3-pro-image-preview']);
+const SCALE: Record<string, number> = { '1K': 1, '2K': 2, '4K': 4 };
+/** Imagen models with an output resolution setting (parameters.sampleImageSize, 1K or 2K): Imagen 4 and Imagen 4 Ultra, not Fast. */
+const IMAGEN_SIZE_MODELS = new Set(['imagen-4.0-generate-001', 'imagen-4.0-ultra-generate-001']);
+/** Imagen 4 output size per aspect ratio (1K; 2K is twice as large). */
 export const IMAGEN_PIXELS: Record<string, [number, number]> = {
   '1:1': [1024, 1024], '3:4': [896, 1280], '4:3': [1280, 896], '9:16': [768, 1408], '16:9': [1408, 768],
 };
@@ -73,6 +85,7 @@ export function geminiImageReply(model: string, body: any, state: MockState, mod
   const ratio: string = field(ic, 'aspectRatio') ?? '1:1';
   if (!GEMINI_IMAGE_PIXELS[ratio]) return invalid(`* GenerateContentRequest.generation_config.image_config.aspect_ratio: Aspect ratio ${ratio} is not supported. Supported values: ${Object.keys(GEMINI_IMAGE_PIXELS).join(', ')}\n`, 'generation_config.image_config.aspect_ratio');
   const imageSize = field(ic, 'imageSize');
+  if (imageSize != null && !IMAGE_SIZE_MODELS.has(model)) return invalid(`* GenerateContentRequest.generation_config.image_config.image_size: image size is not supported for models/${model}\n`, 'generation_config.image_config.image_size');
   if (imageSize != null && !['1K', '2K', '4K'].includes(imageSize)) return invalid(`* GenerateContentRequest.generation_config.image_config.image_size: Invalid image size ${imageSize}\n`, 'generation_config.image_config.image_size');
 
   const prompt = promptText(body);
@@ -93,7 +106,8 @@ export function geminiImageReply(model: string, body: any, state: MockState, mod
   const text = 'Here is the image you asked for.';
   if (/NO_IMAGE/.test(prompt) || !modalities.includes('IMAGE'))
     return { status: 200, json: { candidates: [{ content: { parts: [{ text: "I can't draw that, but I can describe it." }], role: 'model' }, finishReason: modalities.includes('IMAGE') ? 'NO_IMAGE' : 'STOP', index: 0 }], usageMetadata: usage({ TEXT: 12 }), ...base } };
-  const [w, h] = GEMINI_IMAGE_PIXELS[ratio];
+  const scale = SCALE[imageSize ?? '1K'];
+  const [w, h] = (IMAGE_SIZE_MODELS.has(model) ? GEMINI_3_PRO_IMAGE_PIXELS : GEMINI_IMAGE_PIXELS)[ratio].map((x) => x * scale);
   const parts: any[] = [];
   if (modalities.includes('TEXT')) parts.push({ text });
   parts.push({ inlineData: { mimeType: 'image/png', data: makeImage('png', w, h).toString('base64') } });
@@ -108,7 +122,7 @@ const PredictRequest = obj('PredictRequest', {
   instances: { kind: 'arr', of: obj('Instance', { prompt: 'string' }) },
   parameters: obj('Parameters', {
     sampleCount: 'int', aspectRatio: 'string', personGeneration: 'string', safetySetting: 'string', includeRaiReason: 'bool',
-    includeSafetyAttributes: 'bool', language: 'string', negativePrompt: 'string', guidanceScale: 'number', imageSize: 'string',
+    includeSafetyAttributes: 'bool', language: 'string', negativePrompt: 'string', guidanceScale: 'number', sampleImageSize: 'string',
     outputOptions: obj('OutputOptions', { mimeType: 'string', compressionQuality: 'int' }),
   }),
 });
@@ -145,8 +159,9 @@ export function imagenReply(model: string, body: any): Reply {
   if (!format) return invalid(`Unsupported output mime type: ${mime}. Supported values are image/png and image/jpeg.`, 'parameters.output_options.mime_type');
   const quality = field(out, 'compressionQuality');
   if (quality != null && (quality < 0 || quality > 100)) return invalid('compressionQuality must be between 0 and 100.', 'parameters.output_options.compression_quality');
-  const size = field(p, 'imageSize');
-  if (size != null && !['1K', '2K'].includes(size)) return invalid(`Unsupported image size: ${size}.`, 'parameters.image_size');
+  const size = field(p, 'sampleImageSize');
+  if (size != null && !IMAGEN_SIZE_MODELS.has(model)) return invalid(`sampleImageSize is not supported for ${model}.`, 'parameters.sample_image_size');
+  if (size != null && !['1K', '2K'].includes(size)) return invalid(`Unsupported image size: ${size}. Supported values are 1K and 2K.`, 'parameters.sample_image_size');
   const why = field(p, 'includeRaiReason')
     ? (reason: string) => [{ raiFilteredReason: reason }]
     : () => [];
@@ -155,7 +170,7 @@ export function imagenReply(model: string, body: any): Reply {
     const filtered = why(reason);
     return { status: 200, json: filtered.length ? { predictions: filtered } : {} };
   }
-  const [w, h] = IMAGEN_PIXELS[ratio];
+  const [w, h] = IMAGEN_PIXELS[ratio].map((x) => x * (size === '2K' ? 2 : 1));
   const image = { bytesBase64Encoded: makeImage(format, w, h).toString('base64'), mimeType: MIME[format] };
   const kept = /FILTER_ONE/.test(prompt) ? n - 1 : n;
   const predictions: any[] = [...Array.from({ length: kept }, () => ({ ...image })), ...(kept < n ? why(reason) : [])];
