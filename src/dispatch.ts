@@ -11,6 +11,7 @@ import type { Transport } from './upstream.js';
 import { TransportError } from './upstream.js';
 import { UpstreamError, MappedEvents } from './provider.js';
 import { GatewayError, errors, scrubSecrets, providerSecrets } from './errors.js';
+import { fromChatUsage } from './usage.js';
 
 export interface CoreServices {
   transport: Transport;
@@ -139,6 +140,29 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', done, { once: true });
   });
 
+/**
+ * The fixed vocabulary of upstream failures (metrics label
+ * `gateway_upstream_errors_total{error_type}`, docs/observability.md).
+ */
+export const UPSTREAM_ERROR_TYPES = ['rate_limited', 'timeout', 'connection', 'server_error', 'auth', 'bad_request', 'not_found', 'invalid_response', 'other'] as const;
+export type UpstreamErrorType = (typeof UPSTREAM_ERROR_TYPES)[number];
+
+export function upstreamErrorType(err: unknown): UpstreamErrorType {
+  if (err instanceof UpstreamError) {
+    const s = err.status;
+    if (err.error.code === 'invalid_upstream_response') return 'invalid_response';
+    if (s === 429) return 'rate_limited';
+    if (s === 401 || s === 403) return 'auth';
+    if (s === 404) return 'not_found';
+    if (s === 408 || s === 504) return 'timeout';
+    if (s >= 500) return 'server_error';
+    if (s >= 400) return 'bad_request';
+    return 'other';
+  }
+  if (err instanceof TransportError) return /TIMEDOUT/.test(err.code ?? '') ? 'timeout' : 'connection';
+  return 'other';
+}
+
 export function describeFailure(err: unknown): { error: string; fallback: boolean; status?: number } {
   if (err instanceof UpstreamError) {
     const s = err.status;
@@ -166,6 +190,11 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
   let allRateLimited = true;
   let retryAfterMs: number | undefined;
   const unavailable: string[] = [];
+  const rec = ctx.record;
+  rec.requested_model = route.primary;
+  const meter = ctx.meter;
+  // A stream's usage as its provider reports it, before the usage chunk (src/usage.ts).
+  const reportUsage = (u: Parameters<typeof fromChatUsage>[0]) => meter.seen(fromChatUsage(u));
 
   for (let t = 0; t < route.targets.length && attemptsMade < maxAttempts; t++) {
     const target = route.targets[t];
@@ -189,6 +218,8 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       continue;
     }
     const info: AttemptInfo = { target, deployment, provider, index: attemptsMade };
+    // A target tried after another one failed: a fallback.
+    if (attemptsMade > 0) rec.fallbacks++;
 
     for (let retry = 0; attemptsMade < maxAttempts; retry++) {
       attemptsMade++;
@@ -198,6 +229,8 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       // debug.normalizations describes what was sent to the target that answered.
       ctx.debug.normalizations = [];
       ctx.signal.addEventListener('abort', onClientAbort, { once: true });
+      meter.reset();
+      rec.attempts = attemptsMade;
       try {
         const result = await invoke(info, plugin, {
           provider,
@@ -209,8 +242,14 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
           shared: core.shared.of(provider),
           note: (e) => ctx.debug.normalizations.push(e),
           authorize: plugin.authorize && ((req, c) => plugin.authorize!(req, c)),
+          reportUsage,
         });
-        ctx.attempts.push({ provider: provider.name, region, status: 'succeeded', model: target.model.id, latency_ms: Math.round(performance.now() - started) });
+        const took = performance.now() - started;
+        rec.upstream_ms += took;
+        rec.provider = provider.name;
+        rec.model = target.model.id;
+        rec.deployment = deployment.model;
+        ctx.attempts.push({ provider: provider.name, region, status: 'succeeded', model: target.model.id, latency_ms: Math.round(took) });
         core.health.success(target.model.id, deployment, region);
         ctx.log.provider = provider.name;
         ctx.log.served_model = target.model.id;
@@ -223,7 +262,10 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
         const f = describeFailure(err);
         const secrets = providerSecrets(provider);
-        ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: Math.round(performance.now() - started), error: scrubSecrets(f.error, secrets) });
+        const took = performance.now() - started;
+        rec.upstream_ms += took;
+        (rec.upstream_errors ??= []).push({ provider: provider.name, type: upstreamErrorType(err) });
+        ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: Math.round(took), error: scrubSecrets(f.error, secrets) });
         if (!f.fallback) {
           if (err instanceof UpstreamError)
             throw new GatewayError(err.status, err.status === 400 ? 'invalid_request_error' : err.error.type, scrubSecrets(err.error.message, secrets), { param: err.error.param, code: err.error.code });

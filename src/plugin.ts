@@ -16,8 +16,9 @@ import type { GatewayConfig, ClientKey, FamilyDefaults } from './config/load.js'
 import type { ProviderConfig, ModelConfig, DeploymentConfig, Endpoint } from './config/schema.js';
 import type { Transport } from './upstream.js';
 import type { Authorizer } from './provider.js';
-import type { ChatRequest, ChatCompletion, ChatChunk, RoutingAttempt, NormalizationEntry, DeprecationEntry } from './types.js';
+import type { ChatRequest, ChatCompletion, ChatChunk, ChatUsage, RoutingAttempt, NormalizationEntry, DeprecationEntry } from './types.js';
 import type { Logger } from 'pino';
+import type { RequestRecord, UsageMeter } from './usage.js';
 
 export type DebugCategory = 'normalizations' | 'deprecations' | 'routing';
 
@@ -77,6 +78,14 @@ export interface RequestContext {
   finalizers: ((final: Record<string, unknown>) => void)[];
   /** Set by the endpoint's terminal step; written to the client by the core. */
   outcome?: Outcome;
+  /**
+   * The request's usage record (src/usage.ts): filled by the core, the
+   * dispatcher and plugins (the auth plugin sets `key`, analytics `user` and
+   * `session`), handed to the usage store and metrics when the response closes.
+   */
+  record: RequestRecord;
+  /** The usage seen so far (final once the provider reported it); settled onto `record` at the end. */
+  meter: UsageMeter;
 }
 
 /** What the core writes back: a JSON body, or SSE frames produced as they arrive. */
@@ -121,6 +130,13 @@ export interface ProviderCall<T> {
   note(entry: NormalizationEntry): void;
   /** The plugin's authorize step (ProviderPlugin.authorize), run by upstreamRequest on every call. */
   authorize?: Authorizer;
+  /**
+   * Report a stream's usage so far, in the chat IR's shape (cumulative: each
+   * report replaces the last), as soon as the provider tells it (a message
+   * start, a running count). A stream cut or abandoned before its usage chunk
+   * is then accounted with what was seen, marked partial. Optional to call.
+   */
+  reportUsage?(usage: ChatUsage): void;
 }
 
 export type ChatOutcome = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; chunks: AsyncIterable<ChatChunk> };

@@ -17,6 +17,7 @@ import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerS
 import { pipeFrames } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
 import { listModels, getModel } from './api/models.js';
+import { newRecord, UsageMeter, modelCost, type RequestRecord } from './usage.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
 
@@ -58,7 +59,12 @@ export interface EndpointSpec {
    * error shape (the Messages API); default: the OpenAI envelope.
    */
   errorBody?(err: GatewayError, requestId: string): Record<string, unknown>;
+  /** Whether a request here is a usage record (default: POST endpoints). Reads and counts are not. */
+  metered?: boolean;
 }
+
+/** Where finished request records go (the usage store, metrics): called on the response's close, must not block. */
+export type RecordSink = (rec: RequestRecord) => void;
 
 export interface GatewayOptions {
   config: GatewayConfig;
@@ -67,6 +73,8 @@ export interface GatewayOptions {
   transport?: Transport;
   /** Extra endpoints (Responses, images) registered by their modules. */
   endpoints?: EndpointSpec[];
+  /** Receivers of each finished request record (src/usage.ts). */
+  recordSinks?: RecordSink[];
 }
 
 export interface Gateway {
@@ -132,6 +140,34 @@ interface Generation {
 export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const logger = opts.logger ?? createLogger(opts.config.server.log_level);
   const writeAccessLine = accessLogWriter(logger);
+  const recordSinks = opts.recordSinks ?? [];
+
+  /** The request's record, finished when its response closes: usage settled, cost, onto the access line, to the sinks. */
+  function finishRecord(ctx: RequestContext, line: Record<string, unknown>): void {
+    const r = ctx.record;
+    r.status = line.status as number;
+    r.latency_ms = line.latency_ms as number;
+    ctx.meter.settle(r);
+    const stream = ctx.log.stream as string | undefined;
+    // A stream that did not complete (cut, abandoned): whatever was seen is partial.
+    if (r.stream && stream !== 'completed' && r.usage_source !== 'reported') r.usage_source = 'partial';
+    r.error_type = (line.error as string | undefined) ?? (ctx.log.stream_error as string | undefined) ?? (line.client_closed ? 'client_closed' : undefined);
+    r.key ??= ctx.client?.name;
+    r.model ??= r.requested_model;
+    r.cost_usd = r.usage && r.model ? modelCost(r.usage, ctx.config.models.get(r.model)) : null;
+    if (r.usage) {
+      line.usage = r.usage;
+      line.cost_usd = r.cost_usd;
+      if (r.usage_source === 'partial') line.usage_partial = true;
+    }
+    for (const sink of recordSinks) {
+      try {
+        sink(r);
+      } catch (err) {
+        logger.error({ err, request_id: r.request_id }, 'a usage record sink failed');
+      }
+    }
+  }
   const transport = opts.transport ?? createTransport(opts.config.server.transport);
   // Kept across reloads (src/reload.ts): cool-downs and provider state of the blocks a reload leaves alone.
   const health = new Health(opts.config.routing.failure_threshold, opts.config.routing.cooldown_ms);
@@ -169,6 +205,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     const path = pathOf(kctx);
     kctx.state.requestId = id;
     kctx.state.path = path;
+    kctx.state.started = started;
     res.setHeader('x-request-id', id);
     // The access-log record, filled in by the core and the plugins (ctx.log) as the request goes.
     const rec: Record<string, unknown> = { request_id: id, method: req.method, path, status: 0, latency_ms: 0 };
@@ -194,6 +231,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (late) clearTimeout(late);
       if (written) return;
       written = true;
+      const rctx = kctx.state.metered as RequestContext | undefined;
+      if (rctx) finishRecord(rctx, rec);
       writeAccessLine(rec);
     };
     // One close listener per request: abort the upstream call of a client that left, write the log line.
@@ -287,6 +326,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   // router (which still knows them, for 405s and other spellings of the path).
   const exactPost = new Map<string, (kctx: Koa.Context) => Promise<void>>();
   for (const spec of specs) {
+    const metered = spec.metered ?? spec.method === 'POST';
     const handler = async (kctx: Koa.Context) => {
       const { req } = kctx;
       const res = kctx.res;
@@ -313,7 +353,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         debug: { normalizations: [], deprecations: [] },
         attempts: [],
         finalizers: [],
+        record: newRecord(kctx.state.requestId, spec.endpoint),
+        meter: new UsageMeter(),
       };
+      if (metered) kctx.state.metered = ctx;
       const bodyError = kctx.state.bodyError as GatewayError | undefined;
       await pipeline.run(
         ctx,
@@ -325,6 +368,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       );
       const out = ctx.outcome;
       if (!out) throw errors.internal();
+      ctx.record.ttfb_ms = Math.round((performance.now() - (kctx.state.started as number)) * 100) / 100;
       if (out.kind === 'json') {
         // Written here, with the headers Koa would give it: Koa's body setter
         // and respond() cost more than the write itself.
@@ -336,6 +380,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         return;
       }
       kctx.respond = false;
+      ctx.record.stream = true;
       releaseConversation(ctx);
       const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, (err) => {
         const served = config.providers.get(String(ctx.log.provider ?? ''));

@@ -93,12 +93,19 @@ export interface ChatRequest {
   reasoning_summary?: string;
 }
 
+/**
+ * Chat usage. `prompt_tokens` counts every input token (cache reads and
+ * writes included). Beyond OpenAI's fields, a provider reports cache writes as
+ * `prompt_tokens_details.cache_write_tokens` and its own web searches as
+ * `server_tool_use.web_search_requests` (both only when not 0).
+ */
 export interface ChatUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details: { cached_tokens: number; [k: string]: number };
   completion_tokens_details: { reasoning_tokens: number; [k: string]: number };
+  server_tool_use?: { web_search_requests: number };
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call';

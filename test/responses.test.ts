@@ -684,7 +684,7 @@ t.test('native streams are stored too; native_fields reach OpenAI; usage in the 
   await client.responses.create({ model: 'compat/llama', input: 'count me' }, { headers: { 'x-request-id': 'resp-usage-1', 'x-gateway-user-id': 'u-9' } });
   await until(() => gw.logs.some((l) => l.request_id === 'resp-usage-1'));
   const line = gw.logs.find((l) => l.request_id === 'resp-usage-1');
-  t.match(line, { path: '/v1/responses', status: 200, model: 'compat/llama', provider: 'compat', user_id: 'u-9', usage: { input: Number, output: Number, total: Number } });
+  t.match(line, { path: '/v1/responses', status: 200, model: 'compat/llama', provider: 'compat', user_id: 'u-9', usage: { input_tokens: Number, output_tokens: Number, cached_input_tokens: Number } });
 
   const file = { role: 'user', content: [{ type: 'input_image', file_id: 'file-abc' }] };
   const e: Any = await client.responses.create({ model: 'compat/llama', input: [file] } as Any).catch((x) => x);

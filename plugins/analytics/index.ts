@@ -1,6 +1,7 @@
 // analytics: x-gateway-user-id / x-gateway-session-id go into the request's
-// log record together with its token usage. They are never forwarded upstream:
-// provider plugins build upstream headers from scratch.
+// log line and its usage record (src/usage.ts; the core adds the usage and
+// cost). They are never forwarded upstream: provider plugins build upstream
+// headers from scratch.
 import type { PipelinePlugin } from '../../src/plugin.js';
 import { errors } from '../../src/errors.js';
 
@@ -27,13 +28,8 @@ export default function analytics(): PipelinePlugin {
         sessionId: header(ctx.headers['x-gateway-session-id'], 'x-gateway-session-id'),
       };
       ctx.state.analytics = slot;
-      if (slot.userId) ctx.log.user_id = slot.userId;
-      if (slot.sessionId) ctx.log.session_id = slot.sessionId;
-      // The usage record: whatever the final result reports.
-      ctx.finalizers.push((final) => {
-        const u = (final.usage ?? (final.response as { usage?: unknown } | undefined)?.usage) as Record<string, number> | undefined;
-        if (u) ctx.log.usage = { input: u.prompt_tokens ?? u.input_tokens, output: u.completion_tokens ?? u.output_tokens, total: u.total_tokens };
-      });
+      if (slot.userId) ctx.log.user_id = ctx.record.user = slot.userId;
+      if (slot.sessionId) ctx.log.session_id = ctx.record.session = slot.sessionId;
       await next();
     },
   };

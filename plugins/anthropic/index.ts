@@ -101,13 +101,21 @@ async function fanOut(call: ProviderCall<ChatRequest>, site: ClaudeSite, n: numb
   const u = results.map((r) => r.usage!).filter(Boolean);
   if (u.length) {
     const sum = (f: (x: (typeof u)[number]) => number) => u.reduce((s, x) => s + (f(x) ?? 0), 0);
+    // Every detail count summed (cache writes included), not only the first answer's.
+    const details = <K extends 'prompt_tokens_details' | 'completion_tokens_details'>(k: K) => {
+      const out = { ...u[0][k] };
+      for (const f of new Set(u.flatMap((x) => Object.keys(x[k])))) out[f] = sum((x) => x[k][f] ?? 0);
+      return out;
+    };
     merged.usage = {
       prompt_tokens: sum((x) => x.prompt_tokens),
       completion_tokens: sum((x) => x.completion_tokens),
       total_tokens: sum((x) => x.total_tokens),
-      prompt_tokens_details: { ...u[0].prompt_tokens_details, cached_tokens: sum((x) => x.prompt_tokens_details.cached_tokens) },
-      completion_tokens_details: { ...u[0].completion_tokens_details, reasoning_tokens: sum((x) => x.completion_tokens_details.reasoning_tokens) },
+      prompt_tokens_details: details('prompt_tokens_details'),
+      completion_tokens_details: details('completion_tokens_details'),
     };
+    const searches = sum((x) => x.server_tool_use?.web_search_requests ?? 0);
+    if (searches) merged.usage.server_tool_use = { web_search_requests: searches };
   }
   return merged;
 }
@@ -118,7 +126,7 @@ export async function claudeChat(call: ProviderCall<ChatRequest>, site: ClaudeSi
   if (n > 1 && !call.stream) return { kind: 'json', body: await fanOut(call, site, n) };
   const { body, plan } = toAnthropic(call.request, call.model, call.note, call.stream);
   const o = { url: site.url(call.stream), headers: site.headers, body: site.adapt ? site.adapt(body) : body, mapError: site.mapError };
-  if (call.stream) return { kind: 'stream', chunks: anthropicChunks(await upstreamEvents(call, o), plan) };
+  if (call.stream) return { kind: 'stream', chunks: anthropicChunks(await upstreamEvents(call, o), plan, call.reportUsage) };
   return { kind: 'json', body: fromAnthropic(await upstreamJson<MessagesResponse>(call, o), plan) };
 }
 

@@ -24,20 +24,28 @@ export function finishReason(stop: W.StopReason | string | null | undefined, ans
 
 /**
  * Anthropic's input_tokens exclude cache reads and writes: the prompt is the
- * sum of the three. output_tokens include thinking; a separate count only
- * exists on newer models (output_tokens_details.thinking_tokens).
+ * sum of the three; cache writes are reported as
+ * prompt_tokens_details.cache_write_tokens. output_tokens include thinking; a
+ * separate count only exists on newer models
+ * (output_tokens_details.thinking_tokens). Web searches Anthropic ran
+ * (server_tool_use.web_search_requests) are kept under the same name.
  */
 export function mapUsage(u: W.Usage): ChatUsage {
   const cacheRead = u.cache_read_input_tokens ?? 0;
-  const prompt = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + cacheRead;
+  const cacheWrite = u.cache_creation_input_tokens ?? 0;
+  const prompt = (u.input_tokens ?? 0) + cacheWrite + cacheRead;
   const completion = u.output_tokens ?? 0;
-  return {
+  const out: ChatUsage = {
     prompt_tokens: prompt,
     completion_tokens: completion,
     total_tokens: prompt + completion,
     prompt_tokens_details: { cached_tokens: cacheRead },
     completion_tokens_details: { reasoning_tokens: u.output_tokens_details?.thinking_tokens ?? 0 },
   };
+  if (cacheWrite) out.prompt_tokens_details.cache_write_tokens = cacheWrite;
+  const searches = u.server_tool_use?.web_search_requests;
+  if (typeof searches === 'number' && searches > 0) out.server_tool_use = { web_search_requests: searches };
+  return out;
 }
 
 export function completionId(messageId: string | undefined): string {

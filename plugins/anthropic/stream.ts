@@ -3,7 +3,7 @@
 // Events are keyed
 // on the JSON `type`; Anthropic pads its data lines with trailing spaces,
 // which JSON.parse ignores.
-import type { ChatChunk, ChunkDelta, FinishReason } from '../../src/types.js';
+import type { ChatChunk, ChatUsage, ChunkDelta, FinishReason } from '../../src/types.js';
 import type { SSEEvent } from '../../src/sse.js';
 import { parseEventJson, unparseable, MappedEvents, type EventMapper, type JsonEvent } from '../../src/provider.js';
 import type { ResponsePlan } from './request.js';
@@ -24,8 +24,8 @@ function overlay(into: W.Usage, from: W.Usage | undefined) {
 }
 
 /** The chunks of an Anthropic stream, mapped event by event as they arrive (see AnthropicChunkMapper). */
-export function anthropicChunks(events: AsyncIterable<SSEEvent>, plan: ResponsePlan): MappedEvents<ChatChunk> {
-  return new MappedEvents(events, new AnthropicChunkMapper(plan));
+export function anthropicChunks(events: AsyncIterable<SSEEvent>, plan: ResponsePlan, reportUsage?: (u: ChatUsage) => void): MappedEvents<ChatChunk> {
+  return new MappedEvents(events, new AnthropicChunkMapper(plan, reportUsage));
 }
 
 export class AnthropicChunkMapper implements EventMapper<ChatChunk> {
@@ -42,7 +42,11 @@ export class AnthropicChunkMapper implements EventMapper<ChatChunk> {
   // reasoning_details deltas would leave a client holding only the last block.
   private readonly details: { type: string; [k: string]: unknown }[] = [];
 
-  constructor(private readonly plan: ResponsePlan) {}
+  constructor(
+    private readonly plan: ResponsePlan,
+    /** The usage so far (ProviderCall.reportUsage): the input at message_start, the running output at each message_delta. */
+    private readonly reportUsage?: (u: ChatUsage) => void,
+  ) {}
 
   private chunk(delta: ChunkDelta, finish: FinishReason | null = null): ChatChunk {
     return { id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] };
@@ -58,6 +62,7 @@ export class AnthropicChunkMapper implements EventMapper<ChatChunk> {
         this.id = completionId(e.message?.id);
         this.model = e.message?.model ?? '';
         overlay(this.usage, e.message?.usage);
+        this.reportUsage?.(mapUsage(this.usage));
       }
       out.push(this.chunk({ role: 'assistant', content: '' }));
       if (e.type === 'message_start') return false;
@@ -124,6 +129,7 @@ export class AnthropicChunkMapper implements EventMapper<ChatChunk> {
       }
       case 'message_delta':
         overlay(this.usage, e.usage);
+        this.reportUsage?.(mapUsage(this.usage));
         out.push(this.chunk(this.details.length ? { reasoning_details: this.details.splice(0) } : {}, finishReason(e.delta?.stop_reason, this.answered && this.tools === 0)));
         return false;
       case 'message_stop':

@@ -116,6 +116,7 @@ export interface Usage {
   cache_read_input_tokens?: number | null;
   cache_creation?: { ephemeral_5m_input_tokens?: number; ephemeral_1h_input_tokens?: number } | null;
   output_tokens_details?: { thinking_tokens?: number } | null;
+  server_tool_use?: { web_search_requests?: number } | null;
   service_tier?: string | null;
   [k: string]: unknown;
 }

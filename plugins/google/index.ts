@@ -93,7 +93,7 @@ async function generate(call: ProviderCall<ChatRequest>, site: GeminiSite, body:
   try {
     if (call.stream) {
       const events = await upstreamEvents(call, { url, headers, body, mapError: geminiError });
-      return { kind: 'stream', chunks: geminiChunks(events, { model, includeUsage: !!call.request.stream_options?.include_usage }) };
+      return { kind: 'stream', chunks: geminiChunks(events, { model, includeUsage: !!call.request.stream_options?.include_usage, reportUsage: call.reportUsage }) };
     }
     const res = await upstreamJson<GenerateContentResponse>(call, { url, headers, body, mapError: geminiError });
     return { kind: 'json', body: toCompletion(res, model, call.request.n ?? 1) };

@@ -20,6 +20,7 @@ import { completionId, mapFinish, mapLogprobs, mapUsage, signatureDetail, toolCa
 export interface StreamOptions {
   model: string;
   includeUsage: boolean;
+  reportUsage?: (u: ChatUsage) => void;
 }
 
 interface ChoiceState {
@@ -64,7 +65,11 @@ export class GeminiChunkMapper implements EventMapper<ChatChunk> {
     const res = parseEventJson<GenerateContentResponse & GeminiErrorBody>(ev.data);
     if (res.error) throw streamError(res);
     this.id ??= completionId(res.responseId);
-    if (res.usageMetadata) this.usage = mapUsage(res.usageMetadata);
+    if (res.usageMetadata) {
+      this.usage = mapUsage(res.usageMetadata);
+      // Cumulative: what a stream cut now has cost so far (ProviderCall.reportUsage).
+      if (this.usage) this.opts.reportUsage?.(this.usage);
+    }
 
     const candidates = res.candidates ?? [];
     if (!candidates.length && res.promptFeedback?.blockReason) {

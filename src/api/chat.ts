@@ -9,7 +9,8 @@ import { ChatBody } from './chat-schema.js';
 import { createHash } from 'node:crypto';
 import { sseFrame } from '../sse.js';
 import { MappedFrames } from '../respond.js';
-import { withoutExtensions, servedModel, runFinalizers, midStreamError } from './common.js';
+import { withoutExtensions, servedModel, runFinalizers, midStreamError, withStreamUsage } from './common.js';
+import { fromChatUsage, type UsageMeter } from '../usage.js';
 
 export function validateChat(raw: unknown, ctx: RequestContext): Record<string, unknown> {
   const body = validate(ChatBody, raw) as Record<string, unknown>;
@@ -24,7 +25,7 @@ export async function dispatchChat(ctx: RequestContext, core: CoreServices, pipe
   const stream = !!request.stream;
   return runTargets<Committed>(ctx, core, (p: ProviderPlugin) => typeof p.chat === 'function', async (attempt, plugin, base) => {
     const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
-    const out: ChatOutcome = await plugin.chat!({ ...base, request: { ...prepared, model: attempt.deployment.model }, stream });
+    const out: ChatOutcome = await plugin.chat!({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
     if (out.kind === 'stream') return { kind: 'stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms) };
     return out;
   });
@@ -40,6 +41,7 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
     runFinalizers(ctx, final);
   };
   if (result.kind === 'json') {
+    if (result.body.usage) ctx.meter.done(fromChatUsage(result.body.usage));
     const body = result.body as unknown as Record<string, unknown>;
     body.model = model;
     fillBackend(body, backend);
@@ -49,7 +51,7 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
   }
   ctx.outcome = {
     kind: 'frames',
-    frames: chatFrames(result.chunks, model, backend, decorate),
+    frames: chatFrames(result.chunks, model, backend, decorate, ctx.meter, !!request.stream_options?.include_usage),
     onError: (err) => sseFrame(JSON.stringify({ error: midStreamError(err) })),
   };
 }
@@ -58,12 +60,28 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
  * Chunks to frames, mapped by the writer as they arrive. Content chunks go out
  * as they come; the tail chunks (finish_reason, usage) are held back one step
  * so that the very last one can carry `extra.routing` and `debug` before
- * `[DONE]`.
+ * `[DONE]`. The stream's usage goes to the meter; a client that did not ask
+ * for it (`stream_options.include_usage`) gets neither the usage chunk nor a
+ * `usage` field (the gateway asked the provider for it: withStreamUsage).
  */
-function chatFrames(chunks: AsyncIterable<ChatChunk>, model: string, backend: Backend, decorate: (c: Record<string, unknown>) => void): MappedFrames<ChatChunk> {
+function chatFrames(
+  chunks: AsyncIterable<ChatChunk>,
+  model: string,
+  backend: Backend,
+  decorate: (c: Record<string, unknown>) => void,
+  meter: UsageMeter,
+  clientWantsUsage: boolean,
+): MappedFrames<ChatChunk> {
   let held: ChatChunk | undefined;
   let template: ChatChunk | undefined;
   const frame = (chunk: ChatChunk): string => {
+    if (chunk.usage !== undefined) {
+      if (chunk.usage) meter.done(fromChatUsage(chunk.usage));
+      if (!clientWantsUsage) {
+        delete chunk.usage;
+        if (chunk.choices.length === 0) return '';
+      }
+    }
     chunk.model = model;
     fillBackend(chunk as unknown as Record<string, unknown>, backend);
     template ??= chunk;

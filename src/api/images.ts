@@ -16,6 +16,7 @@ import { validate } from '../validate.js';
 import { errors } from '../errors.js';
 import { unparseable } from '../provider.js';
 import { withoutExtensions, runFinalizers } from './common.js';
+import { fromImagesResult } from '../usage.js';
 import { ImagesBody, SIZES, LEGACY_SIZES, QUALITIES, LEGACY_QUALITIES, MAX_IMAGES, type ImagesRequest } from './images-schema.js';
 
 type Body = ImagesRequest & Record<string, unknown>;
@@ -135,6 +136,7 @@ export async function imagesTerminal(ctx: RequestContext, core: CoreServices, pi
     },
   );
   completeResult(result, body);
+  ctx.meter.done(fromImagesResult(result));
   runFinalizers(ctx, result);
   ctx.outcome = { kind: 'json', body: result };
 }

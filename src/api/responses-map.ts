@@ -488,16 +488,21 @@ export function responseShell(
   } as ResponseObject;
 }
 
+/** Chat usage as Responses usage; cache writes and web searches (the IR's extensions) carried when not 0. */
 export function usageFromChat(u: Partial<ChatUsage> | null | undefined): ResponsesUsage {
   const input = u?.prompt_tokens ?? 0;
   const output = u?.completion_tokens ?? 0;
-  return {
+  const out: ResponsesUsage = {
     input_tokens: input,
     input_tokens_details: { cached_tokens: u?.prompt_tokens_details?.cached_tokens ?? 0 },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: u?.completion_tokens_details?.reasoning_tokens ?? 0 },
     total_tokens: u?.total_tokens ?? input + output,
   };
+  const writes = u?.prompt_tokens_details?.cache_write_tokens;
+  if (writes) (out.input_tokens_details as Record<string, number>).cache_write_tokens = writes;
+  if (u?.server_tool_use?.web_search_requests) (out as unknown as Record<string, unknown>).server_tool_use = { ...u.server_tool_use };
+  return out;
 }
 
 /** Native usage with the detail fields filled in (spec 2.2: present even when 0). */

@@ -24,7 +24,8 @@ import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import { validate } from '../validate.js';
 import { errors, GatewayError, clip } from '../errors.js';
 import { sseFrame } from '../sse.js';
-import { servedModel, runFinalizers, midStreamError } from './common.js';
+import { servedModel, runFinalizers, midStreamError, withStreamUsage } from './common.js';
+import { fromChatUsage, fromResponsesUsage, type UsageMeter } from '../usage.js';
 import { ResponsesBody, ResponsesCountBody } from './responses-schema.js';
 import {
   normalizeInput,
@@ -248,7 +249,7 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
     const { request, notes } = toChatRequest(body, fit.items, { model, stream, where: whereIn(fit.items) });
     notes.forEach(base.note);
     const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
-    const out = await plugin.chat!({ ...base, request: { ...prepared, model: attempt.deployment.model }, stream });
+    const out = await plugin.chat!({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
     if (out.kind === 'stream') return { kind: 'chat-stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms) };
     return { kind: 'chat-json', body: out.body };
   });
@@ -260,11 +261,14 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
   const save = saver(ctx, { store: wantsStore ? store : undefined, owner, model, previousResponseId: body.previous_response_id ?? null, input: wantsStore ? fresh : [] });
   if (result.kind === 'native-json' || result.kind === 'chat-json') {
     let r: Record<string, unknown>;
-    if (result.kind === 'chat-json') r = fromChatCompletion(result.body, echo, model);
-    else {
+    if (result.kind === 'chat-json') {
+      if (result.body.usage) ctx.meter.done(fromChatUsage(result.body.usage));
+      r = fromChatCompletion(result.body, echo, model);
+    } else {
       r = result.body;
       r.model = model;
       if (history.length) r.previous_response_id = body.previous_response_id;
+      if (r.usage) ctx.meter.done(fromResponsesUsage(r.usage as Record<string, unknown>, r.output));
       fillUsage(r);
     }
     await save(r);
@@ -304,12 +308,17 @@ function streamOutcome(
   result: Extract<Result, { kind: 'native-stream' | 'chat-stream' }>,
   o: { model: string; previousResponseId: string | null; echo: ReturnType<typeof responseEcho>; save: ReturnType<typeof saver> },
 ): Outcome {
+  const meter = ctx.meter;
   const hooks: StreamHooks = {
     finish: async (r) => {
+      meterResponse(meter, r, true);
       await o.save(r);
       runFinalizers(ctx, r);
     },
-    fail: (r) => runFinalizers(ctx, r),
+    fail: (r) => {
+      meterResponse(meter, r, false);
+      runFinalizers(ctx, r);
+    },
     errorBody: midStreamError,
   };
   const events =
@@ -321,6 +330,21 @@ function streamOutcome(
     frames: responseFrames(events),
     onError: (err) => sseFrame(JSON.stringify({ ...midStreamError(err), type: 'error' }), 'error'),
   };
+}
+
+/**
+ * A streamed response's usage onto the meter: final when the stream finished;
+ * when it failed, only usage the response actually reports counts (seen, not
+ * final): a stream the gateway ended keeps what its provider reported so far.
+ */
+function meterResponse(meter: UsageMeter, r: ResponseObject, finished: boolean): void {
+  const u = r.usage as unknown as Record<string, unknown> | null | undefined;
+  if (finished) {
+    if (u) meter.done(fromResponsesUsage(u, r.output));
+    return;
+  }
+  const usage = fromResponsesUsage(u, r.output);
+  if (usage.input_tokens || usage.output_tokens) meter.seen(usage);
 }
 
 function notFound(id: string): GatewayError {

@@ -86,6 +86,13 @@ const ProviderEntries = {
   /** Retries of a 429 on this provider before moving on (each counts as an attempt). */
   retries: v.optional(nonNegativeInt, 1),
   max_sockets: v.optional(positiveInt, 256),
+  /**
+   * The upstream takes OpenAI's `stream_options.include_usage` (the gateway
+   * asks for a stream's usage on every stream, and drops the usage chunk a
+   * client did not ask for). `false` for a server that rejects the option:
+   * the gateway then never sends it, and such streams carry no usage.
+   */
+  stream_usage: v.optional(v.boolean(), true),
 };
 const ProviderSchema = v.looseObject(ProviderEntries);
 
@@ -122,6 +129,40 @@ const CapabilitiesSchema = v.looseObject({
   legacy_images: v.optional(v.boolean(), false),
 });
 
+const price = v.pipe(v.number(), v.minValue(0, 'must be at least 0'));
+
+/**
+ * List prices in USD: per million tokens of each kind, per image, per web
+ * search. A kind a request used without a price here makes its cost null.
+ */
+const PriceEntries = {
+  /** Input tokens (text, and any not counted under another kind). */
+  input: v.optional(price),
+  /** Input tokens read from the provider's prompt cache. */
+  cached_input: v.optional(price),
+  /** Input tokens written to the provider's prompt cache. */
+  cache_write: v.optional(price),
+  /** Input tokens that are images (image models). */
+  input_image: v.optional(price),
+  /** Output tokens, reasoning included. */
+  output: v.optional(price),
+  /** Output tokens that are images (image models). */
+  output_image: v.optional(price),
+  /** Per image generated, for models priced per image (no output tokens reported). */
+  image: v.optional(price),
+  /** Per provider web search (server-side tool use). */
+  web_search: v.optional(price),
+};
+
+const PricingSchema = v.strictObject({
+  ...PriceEntries,
+  /**
+   * Prices for a request whose input exceeds `threshold` tokens (Gemini Pro's
+   * long prompts): the kinds given here replace the base prices for the whole request.
+   */
+  long_context: v.optional(v.strictObject({ threshold: positiveInt, ...PriceEntries })),
+});
+
 const ModelSchema = v.strictObject({
   id: modelId,
   status: v.optional(v.picklist(MODEL_STATUS), 'active'),
@@ -139,6 +180,8 @@ const ModelSchema = v.strictObject({
   fallbacks: v.optional(v.array(modelId), []),
   /** How deployments are chosen: in order, or at random by weight. */
   routing: v.optional(v.picklist(['ordered', 'weighted']), 'ordered'),
+  /** List prices (USD) for cost accounting; absent: cost is null. */
+  pricing: v.optional(PricingSchema),
 });
 
 const PluginSchema = v.strictObject({

@@ -8,6 +8,7 @@ import { extraEndpoints } from '../../src/api/index.js';
 import { loadGatewayConfig, type BuiltinRegistry } from '../../src/pipeline.js';
 import { REDACT_PATHS } from '../../src/log.js';
 import { reloadGateway, type ReloadOutcome } from '../../src/reload.js';
+import type { RequestRecord } from '../../src/usage.js';
 
 export const CLIENT_KEY = 'gw-test-client-key-abcdef123456';
 
@@ -21,6 +22,8 @@ export interface TestGateway {
   rawLogs: string[];
   /** Reload the gateway from new YAML text (same file, same environment), as SIGHUP does. */
   reload(yaml: string): Promise<ReloadOutcome>;
+  /** Every request record, as the usage sinks receive it when the response closes. */
+  records: RequestRecord[];
   close(): Promise<void>;
 }
 
@@ -47,12 +50,13 @@ export async function startGateway(yaml: string, env: Record<string, string> = {
     },
   });
   const logger = pino({ level: 'info', base: undefined, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
-  const gw = await createGateway({ config, registry, logger, endpoints: extraEndpoints() });
+  const records: RequestRecord[] = [];
+  const gw = await createGateway({ config, registry, logger, endpoints: extraEndpoints(), recordSinks: [(r) => records.push(r)] });
   const addr = await gw.listen(0, '127.0.0.1');
   const url = `http://127.0.0.1:${addr.port}`;
   // (A GATEWAY_TEST_TRANSPORT above is kept: server.transport needs a restart.)
   const reload = (text: string) => reloadGateway(gw, registry, file, { text, env: fullEnv, trigger: 'test' });
-  return { url, baseURL: `${url}/v1`, gw, registry, logs, rawLogs, reload, close: () => gw.close(1000) };
+  return { url, baseURL: `${url}/v1`, gw, registry, logs, rawLogs, reload, records, close: () => gw.close(1000) };
 }
 
 /** Read a client stream until `after` items arrived, then abort it (the client leaves mid-stream); returns the items read. */

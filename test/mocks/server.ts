@@ -31,6 +31,8 @@ export interface Fault {
   cutAfterEvents?: number;
   /** For streams: send this many events, then nothing more (the connection stays open until the client closes it). */
   silentAfterEvents?: number;
+  /** For streams: wait this long between events (a slow model; a client can leave mid-stream). */
+  frameDelayMs?: number;
   /** Answer 200 with this raw text (e.g. not JSON). */
   rawBody?: string;
   /** Only apply to requests whose path includes this. */
@@ -128,7 +130,8 @@ export async function startMock(handler: Handler): Promise<MockServer> {
         res.write(frame);
         n++;
         if (n === 1 && reply.sseGate) await reply.sseGate;
-        if (reply.sseDelayMs) await new Promise((r) => setTimeout(r, reply.sseDelayMs));
+        const pause = fault?.frameDelayMs ?? reply.sseDelayMs;
+        if (pause) await new Promise((r) => setTimeout(r, pause));
       }
       res.end();
       return;
