@@ -165,10 +165,10 @@ if (noRecordings) {
     t.same(r2.usage, { prompt_tokens: 566, completion_tokens: 126, total_tokens: 692, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } });
   });
 
-  t.test('prompt caching usage: cache writes and reads count as prompt tokens; reads are cached_tokens', async (t) => {
+  t.test('prompt caching usage: cache writes and reads count as prompt tokens; reads are cached_tokens, writes cache_write_tokens', async (t) => {
     const cassette = YAML.parse(read('test_inline_system_prompt_cache_prefix_is_reused.yaml'));
     const [write, hit] = cassette.interactions.map((i: Any) => mapUsage(i.response.parsed_body.usage));
-    t.same(write, { prompt_tokens: 1592, completion_tokens: 4, total_tokens: 1596, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } });
+    t.same(write, { prompt_tokens: 1592, completion_tokens: 4, total_tokens: 1596, prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 1590 }, completion_tokens_details: { reasoning_tokens: 0 } });
     t.same(hit, { prompt_tokens: 1592, completion_tokens: 4, total_tokens: 1596, prompt_tokens_details: { cached_tokens: 1590 }, completion_tokens_details: { reasoning_tokens: 0 } });
     // The recording sends a `system` role inside messages (a newer API); the gateway hoists it to the top level.
     const rec = cassette.interactions[0].request.parsed_body;

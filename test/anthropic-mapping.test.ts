@@ -98,7 +98,7 @@ t.test('response: text, tool calls, usage with cache tokens, stop reasons', asyn
   t.equal(c.choices[0].message.content, 'Let me look.');
   t.same(c.choices[0].message.tool_calls, [{ id: 'toolu_2', type: 'function', function: { name: 'look', arguments: '{"zoom":3}' } }]);
   t.equal(c.choices[0].finish_reason, 'tool_calls');
-  t.same(c.usage, { prompt_tokens: 130, completion_tokens: 5, total_tokens: 135, prompt_tokens_details: { cached_tokens: 100 }, completion_tokens_details: { reasoning_tokens: 0 } }, 'input excludes cache reads and writes on the wire: the prompt is their sum');
+  t.same(c.usage, { prompt_tokens: 130, completion_tokens: 5, total_tokens: 135, prompt_tokens_details: { cached_tokens: 100, cache_write_tokens: 20 }, completion_tokens_details: { reasoning_tokens: 0 } }, 'input excludes cache reads and writes on the wire: the prompt is their sum');
   t.equal(finishReason('max_tokens', false), 'length');
   t.equal(finishReason('refusal', false), 'content_filter');
   t.equal(finishReason('tool_use', true), 'stop', 'the response_format tool is the answer');
