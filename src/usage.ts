@@ -90,6 +90,21 @@ export function fromResponsesUsage(u: Record<string, unknown> | null | undefined
   return out;
 }
 
+/**
+ * Anthropic Messages usage (the /v1/messages front door): `input_tokens`
+ * excludes cache reads and writes, which are counted on their own.
+ */
+export function fromMessagesUsage(u: Record<string, unknown> | null | undefined): Usage {
+  const out = zeroUsage();
+  if (!u || typeof u !== 'object') return out;
+  out.cached_input_tokens = n(u.cache_read_input_tokens);
+  out.cache_write_tokens = n(u.cache_creation_input_tokens);
+  out.input_tokens = n(u.input_tokens) + out.cached_input_tokens + out.cache_write_tokens;
+  out.output_tokens = n(u.output_tokens);
+  out.web_searches = n((u.server_tool_use as { web_search_requests?: number } | undefined)?.web_search_requests);
+  return out;
+}
+
 /** An image generation result (spec 2.4): its usage, and one image per `data` entry. */
 export function fromImagesResult(result: Record<string, unknown>): Usage {
   const out = zeroUsage();

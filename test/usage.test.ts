@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import YAML from 'yaml';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
@@ -145,6 +146,26 @@ for (const model of ['openai/gpt-4.1-mini', 'anthropic/claude-sonnet-4-5']) {
     t.same(streamed.usage, plain.usage);
     t.equal(streamed.usage_source, 'reported');
     t.equal(plain.endpoint, 'responses');
+    t.ok(plain.cost_usd! > 0);
+    t.equal(streamed.cost_usd, plain.cost_usd);
+  });
+}
+
+for (const model of ['anthropic/claude-sonnet-4-5', 'google/gemini-2.5-flash']) {
+  t.test(`${model} on /v1/messages: the same usage and cost streamed or not`, async (t) => {
+    const anthropic = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    const messages = [{ role: 'user' as const, content: 'Tell the usage meter something' }];
+    const json = await anthropic.messages.create({ model, max_tokens: 200, messages }).withResponse();
+    const plain = await recordOf(json.response.headers.get('x-request-id')!);
+    const s = await anthropic.messages.create({ model, max_tokens: 200, messages, stream: true }).withResponse();
+    for await (const _ of s.data);
+    const streamed = await recordOf(s.response.headers.get('x-request-id')!);
+    const u = json.data.usage;
+    t.equal(plain.usage!.input_tokens, u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0));
+    t.equal(plain.usage!.output_tokens, u.output_tokens);
+    t.equal(plain.endpoint, 'messages');
+    t.same(streamed.usage, plain.usage, 'the stream is accounted the same');
+    t.equal(streamed.usage_source, 'reported');
     t.ok(plain.cost_usd! > 0);
     t.equal(streamed.cost_usd, plain.cost_usd);
   });

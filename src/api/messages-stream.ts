@@ -30,6 +30,10 @@ export interface MessageStreamHooks {
   finish(usage: MessagesUsage): Record<string, unknown> | undefined;
   /** The Anthropic error body for a failure mid-stream. */
   errorBody(err: unknown): { type: string; message: string };
+  /** The usage reported so far (message_start), for a stream cut before its end (src/usage.ts). */
+  progress?(usage: MessagesUsage): void;
+  /** A translated target's chat usage, as the provider reported it (reasoning tokens included). */
+  chatUsage?(usage: ChatUsage): void;
 }
 
 type Open = { kind: 'text' | 'thinking'; index: number } | { kind: 'tool'; index: number; tool: number };
@@ -64,6 +68,11 @@ class ChatToMessages {
         usage: usageFromChat(this.usage),
       },
     };
+  }
+
+  /** The chat usage the target reported, if it did. */
+  reportedUsage(): ChatUsage | null {
+    return this.usage;
   }
 
   chunk(c: ChatChunk, out: MessageEvent[]): void {
@@ -236,6 +245,8 @@ export class ChatToMessageEvents extends PingingEvents<ChatChunk> {
         this.quit();
         if (!started) out.push(this.tr.start());
         const { stop_reason, usage } = this.tr.end(out);
+        const reported = this.tr.reportedUsage();
+        if (reported) this.hooks.chatUsage?.(reported);
         const extra = this.hooks.finish(usage);
         out.push({ type: 'message_delta', delta: { stop_reason, stop_sequence: null }, usage, ...extra });
         out.push({ type: 'message_stop' });
@@ -306,6 +317,7 @@ export class NativeMessageEvents extends PingingEvents<JsonEvent> {
         const m = e.message as Record<string, unknown>;
         m.model = this.model;
         this.overlay(m.usage);
+        this.hooks.progress?.({ ...this.usage });
       } else if (e.type === 'message_delta') {
         this.overlay(e.usage);
         Object.assign(e, this.hooks.finish({ ...this.usage }));

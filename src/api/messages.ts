@@ -22,7 +22,8 @@ import { GatewayError } from '../errors.js';
 import type { JsonEvent } from '../provider.js';
 import { countInputTokens } from '../count.js';
 import { countChatTokens } from '../tokens.js';
-import { runFinalizers, midStreamError } from './common.js';
+import { runFinalizers, midStreamError, withStreamUsage } from './common.js';
+import { fromChatUsage, fromMessagesUsage } from '../usage.js';
 import { MessagesBody, MessagesCountBody } from './messages-schema.js';
 import { nativeBody, toChatRequest, fromChatCompletion, type MessagesRequest, type MessagesUsage } from './messages-map.js';
 import { ChatToMessageEvents, NativeMessageEvents, messageFrames, type MessageStreamHooks } from './messages-stream.js';
@@ -90,7 +91,7 @@ async function createMessage(ctx: RequestContext, core: CoreServices, pipeline: 
     const { request, notes } = toChatRequest(body, { family, stream });
     notes.forEach(base.note);
     const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
-    const out = await plugin.chat({ ...base, request: { ...prepared, model: attempt.deployment.model }, stream });
+    const out = await plugin.chat({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
     if (out.kind === 'stream') return { kind: 'chat-stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms), family };
     return { kind: 'chat-json', body: out.body, family };
   });
@@ -98,6 +99,9 @@ async function createMessage(ctx: RequestContext, core: CoreServices, pipeline: 
   const model = requestedModel(ctx);
   if (result.kind === 'native-json' || result.kind === 'chat-json') {
     const msg: Record<string, unknown> = result.kind === 'chat-json' ? fromChatCompletion(result.body, model, result.family) : result.body;
+    if (result.kind === 'chat-json') {
+      if (result.body.usage) ctx.meter.done(fromChatUsage(result.body.usage));
+    } else if (msg.usage) ctx.meter.done(fromMessagesUsage(msg.usage as Record<string, unknown>));
     msg.model = model;
     runFinalizers(ctx, msg);
     ctx.outcome = { kind: 'json', body: msg };
@@ -114,8 +118,13 @@ async function createMessage(ctx: RequestContext, core: CoreServices, pipeline: 
 
 /** Built outside createMessage's scope, so that a long stream does not keep the request reachable. */
 function streamHooks(ctx: RequestContext): MessageStreamHooks {
+  const meter = ctx.meter;
   return {
+    progress: (usage) => meter.seen(fromMessagesUsage(usage as unknown as Record<string, unknown>)),
+    chatUsage: (usage) => meter.done(fromChatUsage(usage)),
     finish(usage: MessagesUsage) {
+      // A translated stream's chat usage (chatUsage) is the more detailed one.
+      if (!meter.final) meter.done(fromMessagesUsage(usage as unknown as Record<string, unknown>));
       const final: Record<string, unknown> = { usage };
       runFinalizers(ctx, final);
       return final.debug === undefined ? undefined : { debug: final.debug };
@@ -169,6 +178,7 @@ export function messagesEndpoints(): EndpointSpec[] {
       validate: (raw) => validate(MessagesCountBody, raw) as Record<string, unknown>,
       terminal: countTokens,
       errorBody: messagesErrorBody,
+      metered: false,
     },
   ];
 }

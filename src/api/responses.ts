@@ -362,6 +362,7 @@ export function responsesEndpoints(): EndpointSpec[] {
       path: '/v1/responses/input_tokens',
       validate: (raw) => validate(ResponsesCountBody, raw) as Record<string, unknown>,
       terminal: (ctx, core, pipeline) => countResponseTokens(ctx, core, pipeline, holder),
+      metered: false,
     },
     {
       endpoint: 'responses',
