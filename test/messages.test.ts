@@ -210,7 +210,7 @@ t.test('Routing: aliases, fallbacks in the body, debug, access log', async (t) =
   t.notOk(oai.requests[oai.requests.length - 1].headers['anthropic-beta'], 'beta flags go to Anthropic-family targets only');
   await until(() => gw.logs.some((l) => l.path === '/v1/messages' && l.user_id === 'user-7' && l.usage));
   const line = gw.logs.find((l) => l.path === '/v1/messages' && l.user_id === 'user-7')!;
-  t.match(line, { model: 'openai/gpt-4.1-mini', provider: 'openai', status: 200, usage: { input: Number, output: Number } });
+  t.match(line, { model: 'openai/gpt-4.1-mini', provider: 'openai', status: 200, usage: { input_tokens: Number, output_tokens: Number } });
   t.notOk(JSON.stringify(gw.logs).includes(CLIENT_KEY), 'no key in the log');
 
   const models = (await (await fetch(`${gw.url}/v1/models`)).json()) as Any;
