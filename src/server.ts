@@ -29,7 +29,7 @@ import type { ProviderCarry } from './reload.js';
  * once per open stream, is most of a streaming gateway's memory. Finalizers of
  * a stream see `ctx.body` without them (docs/plugins.md).
  */
-export const RELEASED_ON_STREAM = ['messages', 'input', 'instructions', 'tools', 'functions', 'prediction', 'response_format', 'text'] as const;
+export const RELEASED_ON_STREAM = ['messages', 'input', 'instructions', 'system', 'tools', 'functions', 'prediction', 'response_format', 'text'] as const;
 
 function releaseConversation(ctx: RequestContext): void {
   const body: Record<string, unknown> = {};
@@ -269,7 +269,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       }
       kctx.status = error.status;
       for (const [k, v] of Object.entries(error.headers)) kctx.set(k, v);
-      const shape = kctx.state.errorBody as EndpointSpec['errorBody'];
+      // The endpoint's own error shape; also for a wrong method on its path (405), answered before any handler ran.
+      const shape = (kctx.state.errorBody as EndpointSpec['errorBody']) ?? errorShapes.get(path);
       kctx.body = shape ? shape(error, id) : envelope(error);
     } finally {
       handled = true;
@@ -322,6 +323,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     { endpoint: 'chat_completions', method: 'POST', path: '/v1/chat/completions', validate: validateChat, terminal: chatTerminal },
     ...(opts.endpoints ?? []),
   ];
+  const errorShapes = new Map(specs.filter((s) => s.errorBody).map((s) => [s.path, s.errorBody!]));
   // POST endpoints with a fixed path are found by one map lookup before the
   // router (which still knows them, for 405s and other spellings of the path).
   const exactPost = new Map<string, (kctx: Koa.Context) => Promise<void>>();

@@ -6,18 +6,37 @@
 import t from 'tap';
 import Anthropic from '@anthropic-ai/sdk';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
-import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
+import { startOpenAIMock, chatReply, OPENAI_KEY } from './mocks/openai.js';
 import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
-import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
+import { startGateway, CLIENT_KEY, until, readThenAbort } from './helpers/gateway.js';
 import { readSignature } from '../src/api/messages-map.js';
+import { PING_INTERVAL_MS } from '../src/api/messages-stream.js';
+import { sha256Hex } from '../src/config/load.js';
 
 type Any = any;
 
 const anth = await startAnthropicMock();
 const oai = await startOpenAIMock();
 const gem = await startGeminiMock();
+// An OpenAI upstream that pauses between stream events (pings, client disconnect).
+const slow = await startOpenAIMock({ routes: { '/v1/chat/completions': (req) => ({ ...chatReply(req.body, 'gpt-4.1-mini'), sseDelayMs: 40 }) } });
+const SCOPED_KEY = 'gw-scoped-openai-only-0001';
+const CHAT_ONLY_KEY = 'gw-chat-only-key-0002';
 const gw = await startGateway(`
+keys:
+  - name: scoped
+    sha256: ${sha256Hex(SCOPED_KEY)}
+    models: ["openai/*"]
+  - name: chat-only
+    sha256: ${sha256Hex(CHAT_ONLY_KEY)}
+    endpoints: [chat_completions]
 providers:
+  - name: openai-slow
+    family: openai
+    base_url: ${slow.url}/v1
+    api_key: ${OPENAI_KEY}
+    timeout_ms: 3000
+    retries: 0
   - name: anthropic
     family: anthropic
     base_url: ${anth.url}
@@ -61,6 +80,8 @@ models:
   - id: openai/chat-only
     endpoints: [chat_completions]
     deployments: [{ provider: openai, model: gpt-4.1-mini }]
+  - id: openai/slow
+    deployments: [{ provider: openai-slow, model: gpt-4.1-mini }]
   - id: google/gemini-2.5-flash
     modalities: { input: [text, image], output: [text] }
     capabilities: { thinking: true, tools: true, vision: true }
@@ -73,6 +94,7 @@ t.teardown(async () => {
   await anth.close();
   await oai.close();
   await gem.close();
+  await slow.close();
 });
 t.beforeEach(() => {
   anth.reset();
@@ -345,4 +367,97 @@ t.test('count_tokens: provider counts for Anthropic and Gemini, local otherwise'
   const o = await client.messages.countTokens({ model: 'openai/gpt-4.1-mini', ...body });
   const bare = await client.messages.countTokens({ model: 'openai/gpt-4.1-mini', messages: body.messages });
   t.ok(o.input_tokens > bare.input_tokens + 10, 'tools and system are counted');
+});
+
+t.test('Per-key allow-lists; a wrong method answers in the same shape', async (t) => {
+  const scoped = new Anthropic({ apiKey: SCOPED_KEY, baseURL: gw.url, maxRetries: 0 });
+  t.match((await scoped.messages.create({ model: 'openai/gpt-4.1-mini', max_tokens: 20, messages: [{ role: 'user', content: 'Hi' }] })).content, [{ type: 'text' }]);
+  await t.rejects(scoped.messages.create({ model: SONNET, max_tokens: 20, messages: [{ role: 'user', content: 'Hi' }] }), { status: 403, error: { error: { type: 'permission_error' } } } as Any);
+  const chatOnly = await raw('/v1/messages', { model: SONNET, max_tokens: 20, messages: [{ role: 'user', content: 'Hi' }] }, { 'x-api-key': CHAT_ONLY_KEY });
+  t.equal(chatOnly.status, 403);
+  t.match(chatOnly.json, { type: 'error', error: { type: 'permission_error', message: /messages/ } });
+  const get = await fetch(`${gw.url}/v1/messages`, { headers: { 'x-api-key': CLIENT_KEY } });
+  t.equal(get.status, 405);
+  t.match(await get.json(), { type: 'error', error: { type: 'invalid_request_error' } });
+});
+
+t.test('Images: forwarded as they are to Anthropic, as inline data to Gemini', async (t) => {
+  const content = [{ type: 'image' as const, source: { type: 'base64' as const, media_type: 'image/png' as const, data: PNG } }, { type: 'text' as const, text: 'Describe it' }];
+  const a = await create({ model: SONNET, max_tokens: 100, messages: [{ role: 'user', content }] });
+  t.match(a.content[0].text, /\[image image\/png \d+ bytes\]/);
+  t.same(anth.requests[0].body.messages[0].content, content);
+  const g = await create({ model: 'google/gemini-2.5-flash', max_tokens: 100, messages: [{ role: 'user', content }] });
+  t.match(g.content.find((b: Any) => b.type === 'text').text, /1 image/);
+  t.same(gem.requests[0].body.contents[0].parts[0], { inlineData: { mimeType: 'image/png', data: PNG } });
+});
+
+t.test('Translated requests: every Messages field mapped, or dropped with a note', async (t) => {
+  const r: Any = await create({
+    model: 'google/gemini-2.5-flash',
+    max_tokens: 300,
+    top_k: 40,
+    tools: [weather],
+    tool_choice: { type: 'tool', name: 'get_weather' },
+    service_tier: 'auto',
+    messages: [
+      { role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'The report says 42.' } }, { type: 'text', text: 'Weather please' }] },
+    ],
+    debug: ['normalizations'],
+  } as Any);
+  t.equal(r.stop_reason, 'tool_use');
+  const sent = gem.requests[0].body;
+  t.equal(sent.generationConfig.topK, 40, 'top_k is native on Gemini');
+  t.same(sent.contents[0].parts[0], { text: 'The report says 42.' });
+  t.match(sent.toolConfig.functionCallingConfig, { mode: 'ANY', allowedFunctionNames: ['get_weather'] });
+  t.match(r.debug.normalizations, [{ param: 'service_tier', action: 'strip' }]);
+
+  const call = r.content.find((b: Any) => b.type === 'tool_use');
+  const o: Any = await create({
+    model: 'openai/gpt-4.1-mini',
+    max_tokens: 300,
+    top_k: 5,
+    tools: [weather],
+    tool_choice: { type: 'none' },
+    messages: [
+      { role: 'user', content: 'Weather please' },
+      { role: 'assistant', content: [{ type: 'text', text: 'Checking.' }, call] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, is_error: true, content: [{ type: 'text', text: 'city not found' }, { type: 'image', source: { type: 'url', url: 'https://example.com/map.png' } }] }] },
+    ],
+    debug: ['normalizations'],
+  } as Any);
+  t.equal(o.stop_reason, 'end_turn');
+  const msgs = oai.requests[0].body.messages;
+  t.same(msgs[2], { role: 'tool', tool_call_id: call.id, content: 'Error:\ncity not found' });
+  t.same(msgs[3], { role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/map.png' } }] });
+  t.equal(oai.requests[0].body.tool_choice, 'none');
+  t.notOk('top_k' in oai.requests[0].body);
+  for (const param of ['top_k', 'messages[2].content[0].is_error', 'messages[2].content[0].content']) t.ok(o.debug.normalizations.some((n: Any) => n.param === param), `note for ${param}`);
+
+  const pdf = await raw('/v1/messages', { model: 'openai/gpt-4.1-mini', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0=' } }] }] });
+  t.equal(pdf.status, 400);
+  t.match(pdf.json.error, { type: 'invalid_request_error', message: /messages\[0\]\.content\[0\]\.source/ });
+  const server = await raw('/v1/messages', { model: 'openai/gpt-4.1-mini', max_tokens: 10, tools: [{ type: 'bash_20250124', name: 'bash' }], messages: [{ role: 'user', content: 'ls' }] });
+  t.equal(server.status, 400);
+  t.match(server.json.error.message, /tools\[0\]\.type/);
+  // The same PDF and server tool go to Claude untouched (the provider judges them).
+  const claude = await raw('/v1/messages', { model: SONNET, max_tokens: 10, tools: [{ type: 'web_search_20250305', name: 'web_search' }], messages: [{ role: 'user', content: 'Search' }] });
+  t.equal(claude.status, 200);
+});
+
+t.test('A silent upstream gets pings; a client that leaves cancels the upstream', async (t) => {
+  const before = PING_INTERVAL_MS.value;
+  PING_INTERVAL_MS.value = 15;
+  t.teardown(() => void (PING_INTERVAL_MS.value = before));
+  const r = await raw('/v1/messages', { model: 'openai/slow', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'one two three four' }] });
+  const evs = events(r.text);
+  t.ok(evs.some((e) => e.event === 'ping'), 'ping while the upstream is silent');
+  t.equal(evs[0].event, 'message_start');
+  t.equal(evs[evs.length - 1].event, 'message_stop');
+  t.equal(evs.filter((e) => e.data.delta?.type === 'text_delta').map((e) => e.data.delta.text).join(''), 'Echo: one two three four');
+
+  const ac = new AbortController();
+  const stream = await client.messages.create({ model: 'openai/slow', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'a b c d e f g h i j k l m n o p' }] }, { signal: ac.signal });
+  await readThenAbort(stream, ac, 2);
+  await until(() => slow.requests.length === 2 && slow.requests[1].aborted);
+  t.ok(slow.requests[1].aborted, 'the upstream stream was cancelled');
 });

@@ -276,7 +276,8 @@ function userMessages(content: string | Block[], i: number, note: Note): ChatMes
     } else parts.push(...userPart(b, at));
   });
   // Anthropic puts a turn's tool results first; the chat IR wants tool messages right after the assistant's calls.
-  if (parts.length) out.push({ role: 'user', content: parts.every((p) => p.type === 'text' && !p.cache_control) ? parts.map((p) => (p as TextPart).text).join('\n') : parts });
+  // One plain text block is a string; several blocks stay parts (their boundaries kept).
+  if (parts.length) out.push({ role: 'user', content: parts.length === 1 && parts[0].type === 'text' && !parts[0].cache_control ? parts[0].text : parts });
   return out;
 }
 
@@ -335,7 +336,9 @@ export function toChatRequest(body: MessagesRequest, o: TranslateOptions): { req
   if (body.top_p != null) req.top_p = body.top_p;
   const native: Record<string, unknown> = { ...(body.native_fields ?? {}) };
   if (body.top_k != null) {
-    if (TOP_K_FAMILIES.has(o.family)) native.top_k ??= body.top_k;
+    if (TOP_K_FAMILIES.has(o.family)) {
+      if (native.top_k === undefined && native.topK === undefined) native.topK = body.top_k;
+    }
     else note({ param: 'top_k', action: 'strip', before: body.top_k, reason: `models of the ${o.family} family take no top_k` });
   }
   if (Object.keys(native).length) req.native_fields = native;
