@@ -14,6 +14,7 @@ import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { startGeminiMock, GEMINI_KEY, SIGNATURE_SENTINELS } from './mocks/gemini.js';
 import { startBedrockMock, BEDROCK_CREDENTIALS } from './mocks/bedrock.js';
 import { startVertexMock } from './mocks/vertex.js';
+import { startAzureMock, AZURE_KEY } from './mocks/azure.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
 import { claudeCodeRequest, SESSION_PROMPTS, toolResultText } from './fixtures/claude-code-session.js';
 
@@ -24,6 +25,7 @@ const oai = await startOpenAIMock();
 const gem = await startGeminiMock();
 const bed = await startBedrockMock();
 const vx = await startVertexMock();
+const az = await startAzureMock();
 const keyFile = vx.writeKeyFile();
 
 const gw = await startGateway(
@@ -41,7 +43,14 @@ providers:
     timeout_ms: 5000
     retries: 0
   - { name: vertex, family: vertex, base_url: '${vx.url}', timeout_ms: 5000, retries: 0 }
+  - { name: azure, family: azure, base_url: '${az.url}', api_key: '${AZURE_KEY}', timeout_ms: 5000, retries: 0 }
 models:
+  - id: azure/gpt-4.1-mini
+    deployments: [{ provider: azure, model: gpt-4.1-mini-prod }]
+  - id: vertex/gemini-2.5-flash
+    capabilities: { thinking: true, tools: true }
+    max_output_tokens: 65536
+    deployments: [{ provider: vertex, model: gemini-2.5-flash }]
   - id: anthropic/claude-sonnet-4-5
     capabilities: { thinking: true, tools: true }
     max_output_tokens: 64000
@@ -73,14 +82,15 @@ models:
 const client = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
 t.teardown(async () => {
   await gw.close();
-  await Promise.all([anth.close(), oai.close(), gem.close(), bed.close(), vx.close()]);
+  await Promise.all([anth.close(), oai.close(), gem.close(), bed.close(), vx.close(), az.close()]);
 });
 
 /** The tool inputs of every tool call in the history an upstream received, in order, in its own wire format. */
 function upstreamToolInputs(body: Any): unknown[] {
   if (Array.isArray(body.contents)) {
     // Gemini: the cached prefix (cachedContents, made from Claude Code's cache marks) holds the earlier turns.
-    const cached = body.cachedContent ? (gem.state.caches.get(body.cachedContent)?.contents ?? []) : [];
+    const cache = body.cachedContent ? (gem.state.caches.get(body.cachedContent) ?? [...vx.gemini.caches.values()].find((c) => body.cachedContent.endsWith(c.name.split('/').pop()))) : undefined;
+    const cached = cache?.contents ?? [];
     return [...cached, ...body.contents].flatMap((c: Any) => (c.parts ?? []).filter((p: Any) => p.functionCall).map((p: Any) => p.functionCall.args));
   }
   if (body.messages?.some((m: Any) => Array.isArray(m.tool_calls))) return body.messages.flatMap((m: Any) => (m.tool_calls ?? []).map((c: Any) => JSON.parse(c.function.arguments)));
@@ -156,6 +166,22 @@ t.test('Claude on Vertex AI (same API, rawPredict)', async (t) => {
   t.match(last.path, /publishers\/anthropic\/models\/claude-sonnet-4-5@20250929:streamRawPredict$/);
   t.equal(last.body.anthropic_version, 'vertex-2023-10-16');
   t.notOk('model' in last.body);
+});
+
+t.test('Gemini on Vertex AI (translated); counts on Vertex for Claude and Gemini', async (t) => {
+  await replay(t, 'vertex/gemini-2.5-flash', vx as unknown as Upstream);
+  const body = { system: claudeCodeRequest('x', []).system as Any, tools: claudeCodeRequest('x', []).tools as Any, messages: [{ role: 'user' as const, content: 'How long is this prompt?' }] };
+  const claude = await client.messages.countTokens({ model: 'vertex/claude-sonnet-4-5', ...body });
+  t.ok(claude.input_tokens > 1000, 'tools and system counted');
+  t.match(vx.requests.at(-1)!.path, /publishers\/anthropic\/models\/count-tokens:rawPredict$/);
+  t.match(vx.requests.at(-1)!.body, { anthropic_version: 'vertex-2023-10-16', model: 'claude-sonnet-4-5@20250929', tools: body.tools });
+  const gemini = await client.messages.countTokens({ model: 'vertex/gemini-2.5-flash', ...body });
+  t.ok(gemini.input_tokens > 1000);
+  t.match(vx.requests.at(-1)!.path, /publishers\/google\/models\/gemini-2.5-flash:countTokens$/);
+});
+
+t.test('Azure OpenAI (translated)', async (t) => {
+  await replay(t, 'azure/gpt-4.1-mini', az);
 });
 
 t.test('Claude on Bedrock (translated through Converse)', async (t) => {
