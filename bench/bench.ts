@@ -32,6 +32,7 @@ import { pathToFileURL } from 'node:url';
 import { throughput, serial, manyStreams, percentile, type RequestSpec, type StreamFormat, type ThroughputResult, type StreamCheck } from './load.js';
 import { expectedText, tokenText, type Protocol } from './mock-upstream.js';
 import { HEAVY_DEFAULT, heavyChatBody, checkAnthropicHeavy, type HeavyOptions } from './heavy.js';
+import { claudeCodeBody, claudeCodeChatBody, checkClaudeCodeUpstream } from './messages.js';
 import {
   PROJECT_ROOT,
   BENCH_CLIENT_KEY,
@@ -110,6 +111,8 @@ export const RATIOS: [string, string, string][] = [
   ['anthropic translated gateway/plain', 'gw-anthropic', 'plain-chat'],
   ['gemini translated gateway/plain', 'gw-gemini', 'plain-chat'],
   ['responses translated gateway/plain', 'gw-responses', 'plain-chat'],
+  ['messages translated gateway/plain', 'gw-messages', 'plain-chat'],
+  ['messages 400 KB Claude Code gateway/plain', 'gw-messages-cc', 'plain-cc'],
   ['passthrough stream gateway/plain', 'gw-openai-stream', 'plain-chat-stream'],
   ['heavy translated 2 workers / 1 worker', 'gw2-heavy', 'gw-heavy'],
   ['passthrough 2 workers / 1 worker', 'gw2-openai', 'gw-openai'],
@@ -357,6 +360,61 @@ export function buildRows(o: BenchOptions, avail: Availability, origins: { mock:
     upstreamCheck: heavyCheck,
   });
   rows.push(heavyRow('gw-heavy', `gateway · Anthropic translated, ${heavyKb} KB conversation`, 'gateway', 'gateway', gw, undefined, true));
+  // The Messages API (Anthropic's, for Claude Code) translated to OpenAI, and a
+  // Claude Code-style request of about 400 KB beside the plain proxy carrying
+  // the same conversation as the chat request the gateway sends (bench/messages.ts).
+  const messagesAuth = { 'x-api-key': BENCH_CLIENT_KEY, 'anthropic-version': '2023-06-01' };
+  for (const stream of [false, true]) {
+    const s = stream ? '-stream' : '';
+    rows.push({
+      id: `gw-messages${s}`,
+      label: `gateway · Messages API → OpenAI translated${stream ? ', stream' : ''}`,
+      target: 'gateway',
+      path: 'messages',
+      stream,
+      format: 'anthropic',
+      c32: true,
+      c1: true,
+      baseline: `direct-chat${s}`,
+      group: 'gateway',
+      na: avail.messages ? undefined : 'Messages endpoint not registered',
+      spec: avail.messages
+        ? { origin: gw, path: '/v1/messages', headers: messagesAuth, body: JSON.stringify({ model: 'bench/openai', max_tokens: n, messages: [{ role: 'user', content: PROMPT }], ...(stream ? { stream: true } : {}) }), stream }
+        : undefined,
+    });
+  }
+  const ccBody = avail.messages ? JSON.stringify(claudeCodeBody('bench/openai', n)) : '';
+  const ccKb = Math.round(Buffer.byteLength(ccBody) / 1024);
+  const plainCcBody = claudeCodeChatBody('gpt-bench', n);
+  if (o.plain) {
+    rows.push({
+      id: 'plain-cc',
+      label: `plain Node proxy · the same conversation as chat, ${Math.round(Buffer.byteLength(plainCcBody) / 1024)} KB`,
+      target: 'plain',
+      path: 'passthrough-heavy',
+      stream: false,
+      format: 'openai-chat',
+      c32: true,
+      c1: true,
+      group: 'plain',
+      na: origins.plain ? undefined : 'plain proxy did not start',
+      spec: origins.plain ? { origin: origins.plain, path: '/v1/chat/completions', headers: { authorization: 'Bearer sk-bench-openai-0123456789' }, body: plainCcBody, stream: false } : undefined,
+    });
+  }
+  rows.push({
+    id: 'gw-messages-cc',
+    label: `gateway · Messages API → OpenAI, ${ccKb} KB Claude Code request`,
+    target: 'gateway',
+    path: 'messages-heavy',
+    stream: false,
+    format: 'anthropic',
+    c32: true,
+    c1: true,
+    group: 'gateway',
+    na: avail.messages ? undefined : 'Messages endpoint not registered',
+    spec: avail.messages ? { origin: gw, path: '/v1/messages', headers: messagesAuth, body: ccBody, stream: false } : undefined,
+    upstreamCheck: { protocol: 'openai-chat', check: (body) => checkClaudeCodeUpstream(body, 'gpt-bench', n) },
+  });
   if (o.altTransport) {
     const tr = transports.alt;
     const na = origins.gwAlt ? undefined : `the gateway with transport ${tr} did not start`;

@@ -102,6 +102,8 @@ export interface Availability {
   gemini?: { family: string; baseUrlPath: string };
   openai: { family: string; baseUrlPath: string };
   responses: boolean;
+  /** POST /v1/messages is registered (absent: not). */
+  messages?: boolean;
 }
 
 export function availability(): Availability {
@@ -115,12 +117,15 @@ export function availability(): Availability {
     return { family: f[0], baseUrlPath: p };
   };
   let responses: boolean;
+  let messages: boolean;
   try {
     responses = extraEndpoints().some((e) => e.endpoint === 'responses');
+    messages = extraEndpoints().some((e) => e.endpoint === 'messages');
   } catch {
     responses = false;
+    messages = false;
   }
-  return { openai: find(/^openai$/) ?? { family: 'openai', baseUrlPath: '/v1' }, anthropic: find(/anthropic/i), gemini: find(/gemini|google/i), responses };
+  return { openai: find(/^openai$/) ?? { family: 'openai', baseUrlPath: '/v1' }, anthropic: find(/anthropic/i), gemini: find(/gemini|google/i), responses, messages };
 }
 
 // ---------------------------------------------------------------------------
@@ -163,7 +168,7 @@ export function gatewayYaml(o: GatewayOptions, port: number): string {
     max_sockets: 8192`;
   const model = (id: string, prov: string, upstream: string) => `
   - id: ${id}
-    endpoints: [chat_completions, responses]
+    endpoints: [chat_completions, responses${o.avail.messages ? ', messages' : ''}]
     context_window: 128000
     max_output_tokens: 8192
     deployments: [{ provider: ${prov}, model: ${upstream} }]`;

@@ -36,7 +36,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     startupSamples: 1,
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
-    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy'],
+    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc'],
     // --profile: the summary must be the serving process's (the gateways started only to
     // time start-up, or replaced by a re-execution, leave start-up-only profiles).
     profile: true,
@@ -45,7 +45,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   });
   t.same(
     rep.rows.map((r) => r.id),
-    ['direct-chat', 'plain-chat', 'gw-openai', 'gw-heavy', 'gwalt-openai', 'gw2-heavy'],
+    ['direct-chat', 'direct-chat-stream', 'plain-chat', 'gw-openai', 'gw-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwalt-openai', 'gw2-heavy'],
     'the requested rows and their direct baseline',
   );
   for (const r of rep.rows) {
@@ -147,6 +147,8 @@ t.test('a family or endpoint that is not registered is a row "n/a", not a crash'
   t.match(byId.get('gw-anthropic')!.na, /anthropic family is not registered/);
   t.match(byId.get('gw-gemini-stream')!.na, /gemini family is not registered/);
   t.match(byId.get('gw-responses')!.na, /Responses endpoint not registered/);
+  t.match(byId.get('gw-messages-stream')!.na, /Messages endpoint not registered/);
+  t.match(byId.get('gw-messages-cc')!.na, /Messages endpoint not registered/);
   t.match(byId.get('portkey-chat')!.na, /Portkey did not start/);
   t.match(byId.get('gw-heavy')!.na, /anthropic family is not registered/, 'the heavy rows need the anthropic family');
   t.notOk(byId.get('gw-anthropic')!.spec, 'no request spec for an n/a row');
