@@ -389,6 +389,10 @@ t.test('Images: forwarded as they are to Anthropic, as inline data to Gemini', a
   const g = await create({ model: 'google/gemini-2.5-flash', max_tokens: 100, messages: [{ role: 'user', content }] });
   t.match(g.content.find((b: Any) => b.type === 'text').text, /1 image/);
   t.same(gem.requests[0].body.contents[0].parts[0], { inlineData: { mimeType: 'image/png', data: PNG } });
+  // Gemini reads PDFs too: a document block goes as inline data.
+  const pdf = await create({ model: 'google/gemini-2.5-flash', max_tokens: 100, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0xLjQK' } }, { type: 'text', text: 'Summarize' }] }] });
+  t.equal(pdf.stop_reason, 'end_turn');
+  t.same(gem.requests[1].body.contents[0].parts[0], { inlineData: { mimeType: 'application/pdf', data: 'JVBERi0xLjQK' } });
 });
 
 t.test('Translated requests: every Messages field mapped, or dropped with a note', async (t) => {

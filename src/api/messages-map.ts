@@ -131,6 +131,8 @@ export interface TranslateOptions {
   /** The target's provider family: decides which signed reasoning it can read and where top_k goes. */
   family: string;
   stream: boolean;
+  /** The deployment's model id (Claude on Bedrock takes a native top_k). */
+  upstreamModel?: string;
 }
 
 /** Top-level fields this mapping reads (or the gateway consumes); any other is dropped with a note. */
@@ -139,8 +141,19 @@ const KNOWN = new Set([
   'temperature', 'top_p', 'top_k', 'native_fields', ...EXTENSION_FIELDS,
 ]);
 
-/** Families whose request mapping takes a native top_k (Gemini's generationConfig.topK). */
-const TOP_K_FAMILIES = new Set(['google', 'vertex']);
+/** A target served by the Gemini mapping (the Gemini API, Google's models on Vertex AI). */
+const geminiTarget = (o: TranslateOptions) => o.family === 'google' || (o.family === 'vertex' && !/^claude-/.test(o.upstreamModel ?? ''));
+
+/**
+ * Where a target takes a native top_k, under which native field: Gemini's
+ * generationConfig.topK (Gemini API and Vertex AI), Claude's own top_k on
+ * Bedrock (a model field, sent in additionalModelRequestFields).
+ */
+function topKField(o: TranslateOptions): string | undefined {
+  if (geminiTarget(o)) return 'topK';
+  if (o.family === 'bedrock' && /anthropic\.claude/.test(o.upstreamModel ?? '')) return 'top_k';
+  return undefined;
+}
 
 /** thinking.budget_tokens -> reasoning_effort (the budgets the anthropic family maps back: plugins/anthropic/request.ts). */
 export function effortFor(budget: number): 'low' | 'medium' | 'high' {
@@ -166,38 +179,44 @@ function imagePart(b: Block, at: string): ContentPart {
   throw errors.invalid(`Invalid '${at}.source': an image given by 'file_id' lives in Anthropic's Files API and can only be sent to a Claude model; send it as base64 or a URL.`, `${at}.source`, 'unsupported_content');
 }
 
-/** A document block as text, when it is text; a PDF has no place in the chat IR. */
-function documentParts(b: Block, at: string): ContentPart[] {
-  const s = b.source as { type: string; data?: unknown; content?: unknown };
+/**
+ * A document block: its text when it is text; a PDF (base64 or URL) as a
+ * media part for a target that reads PDFs there (Gemini takes them as inline
+ * or file data); anywhere else a PDF has no place in the chat IR.
+ */
+function documentParts(b: Block, at: string, pdf: boolean): ContentPart[] {
+  const s = b.source as { type: string; data?: unknown; content?: unknown; media_type?: unknown; url?: unknown };
   const cc = cacheControl(b.cache_control as AnthropicCacheControl);
   if (s.type === 'text' && typeof s.data === 'string') return [{ type: 'text', text: s.data, ...cc }];
   if (s.type === 'content') {
     const blocks = typeof s.content === 'string' ? [{ type: 'text', text: s.content }] : Array.isArray(s.content) ? (s.content as Block[]) : [];
     return blocks.map((c, k) => (c.type === 'text' ? textPart(c) : c.type === 'image' ? imagePart(c, `${at}.source.content[${k}]`) : unsupported(c, `${at}.source.content[${k}]`)));
   }
-  throw errors.invalid(`Invalid '${at}.source': a '${s.type}' document can only be sent to a Claude model; send its text as a text block instead.`, `${at}.source`, 'unsupported_content');
+  if (pdf && s.type === 'base64' && typeof s.data === 'string') return [{ type: 'image_url', image_url: { url: `data:${String(s.media_type ?? 'application/pdf')};base64,${s.data}` }, ...cc }];
+  if (pdf && s.type === 'url' && typeof s.url === 'string') return [{ type: 'image_url', image_url: { url: s.url }, ...cc }];
+  throw errors.invalid(`Invalid '${at}.source': a '${s.type}' document can only be sent to a Claude or Gemini model; send its text as a text block instead.`, `${at}.source`, 'unsupported_content');
 }
 
 function unsupported(b: Block, at: string): never {
   throw errors.invalid(`Invalid '${at}': a '${b.type}' block can only be sent to a Claude model.`, `${at}.type`, 'unsupported_content');
 }
 
-function userPart(b: Block, at: string): ContentPart[] {
+function userPart(b: Block, at: string, pdf: boolean): ContentPart[] {
   if (b.type === 'text') return [textPart(b)];
   if (b.type === 'image') return [imagePart(b, at)];
-  if (b.type === 'document') return documentParts(b, at);
+  if (b.type === 'document') return documentParts(b, at, pdf);
   return unsupported(b, at);
 }
 
 /** A tool_result as a tool message, and the images it holds (a tool message carries text only). */
-function toolResult(b: Block, at: string, note: Note): { message: ChatMessage; images: ContentPart[] } {
+function toolResult(b: Block, at: string, note: Note, pdf: boolean): { message: ChatMessage; images: ContentPart[] } {
   const content = b.content as string | Block[] | undefined;
   const texts: TextPart[] = [];
   const images: ContentPart[] = [];
   if (typeof content === 'string') texts.push({ type: 'text', text: content });
   else
     (content ?? []).forEach((c, k) => {
-      for (const p of userPart(c, `${at}.content[${k}]`)) (p.type === 'text' ? texts : images).push(p);
+      for (const p of userPart(c, `${at}.content[${k}]`, pdf)) (p.type === 'text' ? texts : images).push(p);
     });
   if (b.is_error === true) {
     texts.unshift({ type: 'text', text: 'Error:' });
@@ -263,17 +282,17 @@ function assistantMessage(content: string | Block[], i: number, r: ReasoningStat
   return m;
 }
 
-function userMessages(content: string | Block[], i: number, note: Note): ChatMessage[] {
+function userMessages(content: string | Block[], i: number, note: Note, pdf: boolean): ChatMessage[] {
   if (typeof content === 'string') return [{ role: 'user', content }];
   const out: ChatMessage[] = [];
   const parts: ContentPart[] = [];
   content.forEach((b, j) => {
     const at = `messages[${i}].content[${j}]`;
     if (b.type === 'tool_result') {
-      const { message, images } = toolResult(b, at, note);
+      const { message, images } = toolResult(b, at, note, pdf);
       out.push(message);
       parts.push(...images);
-    } else parts.push(...userPart(b, at));
+    } else parts.push(...userPart(b, at, pdf));
   });
   // Anthropic puts a turn's tool results first; the chat IR wants tool messages right after the assistant's calls.
   // One plain text block is a string; several blocks stay parts (their boundaries kept).
@@ -319,11 +338,12 @@ export function toChatRequest(body: MessagesRequest, o: TranslateOptions): { req
   } else if (body.system?.length) messages.push({ role: 'system', content: body.system.map(textPart) });
 
   const reasoning: ReasoningState = { family: o.family, dropped: 0, where: undefined };
+  const pdf = geminiTarget(o); // Gemini reads PDFs as inline or file data
   body.messages.forEach((m, i) => {
     if (m.role === 'assistant') {
       const a = assistantMessage(m.content, i, reasoning, note);
       if (a) messages.push(a);
-    } else messages.push(...userMessages(m.content, i, note));
+    } else messages.push(...userMessages(m.content, i, note, pdf));
   });
   if (reasoning.dropped)
     note({ param: reasoning.where ?? 'messages', action: 'strip', before: `${reasoning.dropped} thinking block(s)`, reason: `thinking signed by another provider cannot be read by a model of the ${o.family} family` });
@@ -336,10 +356,10 @@ export function toChatRequest(body: MessagesRequest, o: TranslateOptions): { req
   if (body.top_p != null) req.top_p = body.top_p;
   const native: Record<string, unknown> = { ...(body.native_fields ?? {}) };
   if (body.top_k != null) {
-    if (TOP_K_FAMILIES.has(o.family)) {
-      if (native.top_k === undefined && native.topK === undefined) native.topK = body.top_k;
-    }
-    else note({ param: 'top_k', action: 'strip', before: body.top_k, reason: `models of the ${o.family} family take no top_k` });
+    const field = topKField(o);
+    if (field) {
+      if (native.top_k === undefined && native.topK === undefined) native[field] = body.top_k;
+    } else note({ param: 'top_k', action: 'strip', before: body.top_k, reason: `models of the ${o.family} family take no top_k` });
   }
   if (Object.keys(native).length) req.native_fields = native;
   if (body.metadata?.user_id) req.user = body.metadata.user_id;

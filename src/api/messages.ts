@@ -88,7 +88,7 @@ async function createMessage(ctx: RequestContext, core: CoreServices, pipeline: 
     }
     if (!plugin.chat) throw new GatewayError(503, 'service_unavailable_error', `The ${attempt.provider.family} family serves no Messages requests for ${attempt.target.model.id}.`, { code: 'no_target_available' });
     const family = attempt.provider.family;
-    const { request, notes } = toChatRequest(body, { family, stream });
+    const { request, notes } = toChatRequest(body, { family, stream, upstreamModel: attempt.deployment.model });
     notes.forEach(base.note);
     const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
     const out = await plugin.chat({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
@@ -149,7 +149,7 @@ async function countTokens(ctx: RequestContext, core: CoreServices, pipeline: Lo
     const messages = plugin.messages ? nativeBody(body, attempt.deployment.model, () => {}, COUNT_FIELDS) : undefined;
     let chat: ChatRequest | undefined;
     try {
-      chat = { ...toChatRequest(body, { family, stream: false }).request, model: attempt.deployment.model };
+      chat = { ...toChatRequest(body, { family, stream: false, upstreamModel: attempt.deployment.model }).request, model: attempt.deployment.model };
     } catch (err) {
       // A block only Claude reads (a PDF, a Files API image): fine where the Messages body is counted as it is.
       if (!messages) throw err;
