@@ -31,6 +31,13 @@ t.test('top_k: native where the target has it', async (t) => {
   t.same(toChatRequest(base({ top_k: 7, native_fields: { topK: 3 } }), { family: 'google', stream: false }).request.native_fields, { topK: 3 }, "the caller's native field wins");
 });
 
+t.test('max_tokens sized for Claude is lowered to what the target allows, with a note', async (t) => {
+  const { request, notes } = toChatRequest(base({ max_tokens: 32000 }), { family: 'openai', stream: false, maxOutput: 16384 });
+  t.equal(request.max_tokens, 16384);
+  t.match(notes, [{ param: 'max_tokens', action: 'override', before: 32000, after: 16384 }]);
+  t.equal(toChatRequest(base({ max_tokens: 100 }), { family: 'openai', stream: false, maxOutput: 16384 }).request.max_tokens, 100);
+});
+
 t.test('requests: system, cache marks, tool choice, thinking, documents', async (t) => {
   const { request, notes } = toChatRequest(
     base({

@@ -133,6 +133,8 @@ export interface TranslateOptions {
   stream: boolean;
   /** The deployment's model id (Claude on Bedrock takes a native top_k). */
   upstreamModel?: string;
+  /** The catalog's max_output_tokens for the target: a larger max_tokens (sized for Claude) is lowered to it. */
+  maxOutput?: number;
 }
 
 /** Top-level fields this mapping reads (or the gateway consumes); any other is dropped with a note. */
@@ -349,7 +351,14 @@ export function toChatRequest(body: MessagesRequest, o: TranslateOptions): { req
     note({ param: reasoning.where ?? 'messages', action: 'strip', before: `${reasoning.dropped} thinking block(s)`, reason: `thinking signed by another provider cannot be read by a model of the ${o.family} family` });
 
   const req: ChatRequest = { model: body.model, messages };
-  if (body.max_tokens != null) req.max_tokens = body.max_tokens;
+  if (body.max_tokens != null) {
+    req.max_tokens = body.max_tokens;
+    // Claude Code sizes max_tokens for Claude (32000 and more); another model may allow fewer.
+    if (o.maxOutput !== undefined && body.max_tokens > o.maxOutput) {
+      req.max_tokens = o.maxOutput;
+      note({ param: 'max_tokens', action: 'override', before: body.max_tokens, after: o.maxOutput, reason: `the model allows at most ${o.maxOutput} output tokens (the catalog's max_output_tokens)` });
+    }
+  }
   mapTools(body, req);
   if (body.stop_sequences?.length) req.stop = [...body.stop_sequences];
   if (body.temperature != null) req.temperature = body.temperature;

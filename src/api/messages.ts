@@ -88,7 +88,7 @@ async function createMessage(ctx: RequestContext, core: CoreServices, pipeline: 
     }
     if (!plugin.chat) throw new GatewayError(503, 'service_unavailable_error', `The ${attempt.provider.family} family serves no Messages requests for ${attempt.target.model.id}.`, { code: 'no_target_available' });
     const family = attempt.provider.family;
-    const { request, notes } = toChatRequest(body, { family, stream, upstreamModel: attempt.deployment.model });
+    const { request, notes } = toChatRequest(body, { family, stream, upstreamModel: attempt.deployment.model, maxOutput: attempt.target.model.max_output_tokens });
     notes.forEach(base.note);
     const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
     const out = await plugin.chat({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
