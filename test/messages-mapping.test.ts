@@ -93,6 +93,32 @@ t.test('native body: patched, count fields only, foreign signatures removed', as
   t.equal(nativeBody(plain, 'y', () => {}).messages, plain.messages, 'nothing to strip: the messages are the same array');
 });
 
+t.test('a tool loop whose assistant turn has no thinking Claude can read: thinking off, with a note', async (t) => {
+  const loop = (assistant: Any[]) =>
+    base({
+      thinking: { type: 'enabled', budget_tokens: 2048 },
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: assistant },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'r' }] },
+      ],
+    });
+  const call = { type: 'tool_use', id: 't1', name: 'f', input: {} };
+  const foreign = { type: 'thinking', thinking: 'x', signature: gatewaySignature('google', [{ type: 'thought_signature', signature: 's' }]) };
+  const notes: NormalizationEntry[] = [];
+  t.notOk('thinking' in nativeBody(loop([foreign, call]), 'c', (e) => notes.push(e)));
+  t.match(notes, [{ param: 'messages' }, { param: 'thinking', action: 'strip' }]);
+  t.notOk('thinking' in nativeBody(loop([call]), 'c', () => {}), 'a turn from a model without thinking');
+  t.ok('thinking' in nativeBody(loop([{ type: 'thinking', thinking: 'x', signature: 'EqQB' }, call]), 'c', () => {}), "Claude's own thinking: kept on");
+  const claudeOnBedrock = { family: 'bedrock', stream: false, upstreamModel: 'us.anthropic.claude-sonnet-4-5-20250929-v1:0' };
+  const off = toChatRequest(loop([foreign, call]), claudeOnBedrock);
+  t.notOk(off.request.reasoning_effort);
+  t.ok(off.notes.some((n) => n.param === 'thinking' && n.action === 'strip'));
+  const own = { type: 'thinking', thinking: 'x', signature: gatewaySignature('bedrock', [{ type: 'thinking', thinking: 'x', signature: 'sig' }]) };
+  t.equal(toChatRequest(loop([own, call]), claudeOnBedrock).request.reasoning_effort, 'low', "Bedrock's own signed reasoning restored: thinking stays on");
+  t.equal(toChatRequest(loop([foreign, call]), { family: 'google', stream: false }).request.reasoning_effort, 'low', 'Gemini has no such rule');
+});
+
 t.test('results: stop reasons, usage without the cached part, tool input', async (t) => {
   t.equal(stopReason('length'), 'max_tokens');
   t.equal(stopReason('tool_calls'), 'tool_use');

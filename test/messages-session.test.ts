@@ -207,3 +207,38 @@ t.test('Gemini (translated; Gemini 3 checks the thought signatures sent back)', 
   t.equal(calls.length, 3);
   t.ok(calls.every((p: Any) => p.thoughtSignature && !SIGNATURE_SENTINELS.has(p.thoughtSignature)), "Gemini's own signatures restored, not the skip sentinel");
 });
+
+t.test('One session switching models mid tool loop, thinking on: every provider accepts every turn', async (t) => {
+  // Claude Code's /model switch: the history holds thinking signed by the previous provider.
+  // Even turns ask for a tool, odd turns answer it on another model.
+  const order = [
+    'google/gemini-3-flash', 'bedrock/claude-sonnet-4-5',
+    'anthropic/claude-sonnet-4-5', 'vertex/claude-sonnet-4-5',
+    'openai/gpt-4.1-mini', 'anthropic/claude-sonnet-4-5',
+    'bedrock/claude-sonnet-4-5', 'google/gemini-3-flash',
+    'vertex/claude-sonnet-4-5', 'openai/gpt-5-mini',
+  ];
+  const messages: Any[] = [{ role: 'user', content: SESSION_PROMPTS[0] }];
+  for (const [turn, model] of order.entries()) {
+    const stream = client.messages.stream({ ...(claudeCodeRequest(model, messages) as Any), debug: ['normalizations'] });
+    let debug: Any;
+    stream.on('streamEvent', (e: Any) => {
+      if (e.type === 'message_delta') debug = e.debug;
+    });
+    const r: Any = await stream.finalMessage();
+    t.equal(r.type, 'message', `turn ${turn} on ${model} accepted`);
+    const loop = messages[messages.length - 1].content[0]?.type === 'tool_result';
+    const lostThinking = debug.normalizations.find((n: Any) => n.param === 'thinking' && n.action === 'strip');
+    t.equal(loop, turn % 2 === 1, `turn ${turn}: ${loop ? 'answers a tool call' : 'asks for a tool'}`);
+    // Claude's own signature goes on to Claude elsewhere (Anthropic -> Vertex); any other loses its thinking.
+    const claudeAfterClaude = turn === 3;
+    if (loop && /claude/.test(model)) t.equal(!!lostThinking, !claudeAfterClaude, `turn ${turn}: thinking ${claudeAfterClaude ? 'kept' : 'off'} on ${model}`);
+    messages.push({ role: 'assistant', content: r.content });
+    const calls = r.content.filter((b: Any) => b.type === 'tool_use');
+    messages.push(
+      calls.length
+        ? { role: 'user', content: calls.map((b: Any) => ({ type: 'tool_result', tool_use_id: b.id, content: toolResultText(b.name, b.input) })) }
+        : { role: 'user', content: [{ type: 'text', text: SESSION_PROMPTS[1 + (turn % 2)] }] },
+    );
+  }
+});

@@ -99,6 +99,26 @@ export const isGatewaySigned = (b: Block): boolean => b.type === 'thinking' && t
 // ---------------------------------------------------------------- same-API body
 
 /**
+ * Claude with thinking on requires the assistant turn whose tool calls the
+ * last user turn answers to start with its signed thinking block. When that
+ * turn came from another model (a session switched models mid tool loop), it
+ * has none Claude can read, and the request can only go with thinking off
+ * for this turn. The index of that assistant turn, when the request ends
+ * with tool results.
+ */
+function toolLoopTurn(messages: MessagesRequest['messages']): number | undefined {
+  const last = messages[messages.length - 1];
+  const prev = messages[messages.length - 2];
+  const loop = last?.role === 'user' && Array.isArray(last.content) && last.content.some((b) => b.type === 'tool_result');
+  return loop && prev?.role === 'assistant' ? messages.length - 2 : undefined;
+}
+
+const startsWithThinking = (content: string | Block[]) => Array.isArray(content) && (content[0]?.type === 'thinking' || content[0]?.type === 'redacted_thinking');
+
+const THINKING_OFF_REASON =
+  'the assistant turn this tool result answers has no thinking block Claude can read (it came from another model or provider), and Claude requires one there while thinking is on: thinking is off for this turn';
+
+/**
  * The body for a target that serves the Messages API: the client's body
  * with the model patched, the gateway's own fields removed and
  * `native_fields` merged at the top level. Patched, not rebuilt: blocks,
@@ -121,6 +141,11 @@ export function nativeBody(body: MessagesRequest, upstreamModel: string, note: N
   if (dropped) {
     out.messages = messages;
     note({ param: 'messages', action: 'strip', before: `${dropped} thinking block(s)`, reason: 'thinking signed for another provider family cannot be read by this model' });
+  }
+  const loop = toolLoopTurn(messages);
+  if (loop !== undefined && !startsWithThinking(messages[loop].content) && out.thinking && (out.thinking as { type?: string }).type === 'enabled') {
+    note({ param: 'thinking', action: 'strip', before: out.thinking, reason: THINKING_OFF_REASON });
+    delete out.thinking;
   }
   return out;
 }
@@ -236,6 +261,8 @@ interface ReasoningState {
   family: string;
   dropped: number;
   where: string | undefined;
+  /** Message indexes whose signed reasoning was restored. */
+  signedAt: Set<number>;
 }
 
 function assistantMessage(content: string | Block[], i: number, r: ReasoningState, note: Note): ChatMessage | undefined {
@@ -274,6 +301,7 @@ function assistantMessage(content: string | Block[], i: number, r: ReasoningStat
         unsupported(b, at);
     }
   });
+  if (details.length) r.signedAt.add(i);
   if (records) note({ param: `messages[${i}].content`, action: 'strip', before: `${records} server tool block(s)`, reason: 'records of a tool Anthropic ran itself cannot be replayed to this model; the text that used them is kept' });
   if (!parts.length && !calls.length && !details.length) return undefined;
   const plain = parts.every((p) => !p.cache_control);
@@ -339,7 +367,7 @@ export function toChatRequest(body: MessagesRequest, o: TranslateOptions): { req
     if (body.system) messages.push({ role: 'system', content: body.system });
   } else if (body.system?.length) messages.push({ role: 'system', content: body.system.map(textPart) });
 
-  const reasoning: ReasoningState = { family: o.family, dropped: 0, where: undefined };
+  const reasoning: ReasoningState = { family: o.family, dropped: 0, where: undefined, signedAt: new Set() };
   const pdf = geminiTarget(o); // Gemini reads PDFs as inline or file data
   body.messages.forEach((m, i) => {
     if (m.role === 'assistant') {
@@ -372,7 +400,12 @@ export function toChatRequest(body: MessagesRequest, o: TranslateOptions): { req
   }
   if (Object.keys(native).length) req.native_fields = native;
   if (body.metadata?.user_id) req.user = body.metadata.user_id;
-  if (body.thinking?.type === 'enabled' && typeof body.thinking.budget_tokens === 'number') {
+  // Claude on Bedrock holds the tool loop to the same rule as Anthropic (continuesToolLoop).
+  const loop = toolLoopTurn(body.messages);
+  const loopLostThinking = o.family === 'bedrock' && /anthropic\.claude/.test(o.upstreamModel ?? '') && loop !== undefined && !reasoning.signedAt.has(loop);
+  if (loopLostThinking && body.thinking && body.thinking.type !== 'disabled') {
+    note({ param: 'thinking', action: 'strip', before: body.thinking, reason: THINKING_OFF_REASON });
+  } else if (body.thinking?.type === 'enabled' && typeof body.thinking.budget_tokens === 'number') {
     req.reasoning_effort = effortFor(body.thinking.budget_tokens);
     note({ param: 'thinking', action: 'rename', before: { type: 'enabled', budget_tokens: body.thinking.budget_tokens }, after: { reasoning_effort: req.reasoning_effort }, reason: 'a translated target takes a reasoning effort, not a token budget' });
   } else if (body.thinking && body.thinking.type !== 'disabled') {
