@@ -231,6 +231,10 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       ctx.signal.addEventListener('abort', onClientAbort, { once: true });
       meter.reset();
       rec.attempts = attemptsMade;
+      // The target being tried: the one that served, or for a request that fails, the last one tried.
+      rec.provider = provider.name;
+      rec.model = target.model.id;
+      rec.deployment = deployment.model;
       try {
         const result = await invoke(info, plugin, {
           provider,
@@ -246,9 +250,6 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         });
         const took = performance.now() - started;
         rec.upstream_ms += took;
-        rec.provider = provider.name;
-        rec.model = target.model.id;
-        rec.deployment = deployment.model;
         ctx.attempts.push({ provider: provider.name, region, status: 'succeeded', model: target.model.id, latency_ms: Math.round(took) });
         core.health.success(target.model.id, deployment, region);
         ctx.log.provider = provider.name;

@@ -18,6 +18,8 @@ import { pipeFrames } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
 import { listModels, getModel } from './api/models.js';
 import { newRecord, UsageMeter, modelCost, type RequestRecord } from './usage.js';
+import { UsageRecorder, openUsageBackend } from './store/usage.js';
+import { adminRoutes } from './admin.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
 
@@ -92,6 +94,8 @@ export interface Gateway {
    * (its pipeline plugins, removed provider plugins, stale pools) is closed.
    */
   swap(config: GatewayConfig, pipeline: LoadedPipeline, carry: ProviderCarry): { retired: Promise<void> };
+  /** The usage store's queue (undefined when storage.usage.enabled is false). */
+  readonly usage: UsageRecorder | undefined;
   listen(port?: number, host?: string): Promise<AddressInfo>;
   /** Stop accepting, let in-flight requests finish until the deadline, then close everything. */
   close(deadlineMs?: number): Promise<void>;
@@ -140,7 +144,26 @@ interface Generation {
 export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const logger = opts.logger ?? createLogger(opts.config.server.log_level);
   const writeAccessLine = accessLogWriter(logger);
-  const recordSinks = opts.recordSinks ?? [];
+  const recordSinks = [...(opts.recordSinks ?? [])];
+  // The usage store (src/store/usage.ts): records queue until it is open; a
+  // database that cannot be reached at start-up is retried every 30 s.
+  // (storage.* takes effect at start-up: a reload does not reopen it.)
+  const usageOpts = opts.config.storage.usage;
+  const recorder = usageOpts.enabled ? new UsageRecorder(usageOpts, logger) : undefined;
+  let storeRetry: NodeJS.Timeout | undefined;
+  if (recorder) {
+    recordSinks.push((r) => recorder.record(r));
+    const openStore = async () => {
+      try {
+        recorder.attach(await openUsageBackend(opts.config));
+      } catch (err) {
+        logger.error({ error: (err as Error).message, backend: opts.config.storage.url ? 'postgres' : 'sqlite' }, 'cannot open the usage store (storage.url / storage.usage); retrying in 30 s');
+        storeRetry = setTimeout(() => void openStore(), 30_000);
+        storeRetry.unref();
+      }
+    };
+    await openStore();
+  }
 
   /** The request's record, finished when its response closes: usage settled, cost, onto the access line, to the sinks. */
   function finishRecord(ctx: RequestContext, line: Record<string, unknown>): void {
@@ -302,6 +325,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     return next();
   });
 
+  adminRoutes(router, () => current.config, () => recorder?.backend);
+
   router.get('/healthz', (kctx) => {
     if (!ready || draining) {
       kctx.status = 503;
@@ -445,6 +470,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   return {
     app,
     server,
+    usage: recorder,
     get config() {
       return current.config;
     },
@@ -497,6 +523,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       transport.close();
       for (const spec of specs) await spec.close?.();
       await current.pipeline.close();
+      if (storeRetry) clearTimeout(storeRetry);
+      // What is queued is written (each write bounded by write_timeout_ms), then the store closes.
+      await recorder?.close();
       logger.flush?.();
     },
   };

@@ -192,7 +192,7 @@ export interface RequestRecord {
   /** x-gateway-user-id / x-gateway-session-id (analytics plugin). */
   user?: string;
   session?: string;
-  /** The model id the client asked for (after aliases), and what served it. */
+  /** The model id the client asked for (after aliases), and what served it (or was tried last, for a request that failed). */
   requested_model?: string;
   model?: string;
   provider?: string;

@@ -99,6 +99,12 @@ export interface ClientKey {
   endpoints?: string[];
 }
 
+/** An admin key (gateway.yaml `admin_keys`, or GATEWAY_ADMIN_KEY): its name and SHA-256 digest. */
+export interface AdminKey {
+  name: string;
+  hash: Buffer;
+}
+
 export interface GatewayConfig {
   file: string | null;
   dir: string;
@@ -106,6 +112,7 @@ export interface GatewayConfig {
   routing: RawConfig['routing'];
   storage: RawConfig['storage'];
   keys: ClientKey[];
+  adminKeys: AdminKey[];
   providers: Map<string, ProviderConfig>;
   models: Map<string, ModelConfig>;
   aliases: Map<string, string>;
@@ -351,6 +358,9 @@ function resolve(
   }));
   const envKeys = (env.GATEWAY_API_KEYS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   envKeys.forEach((k, i) => keys.push({ name: `env-${i + 1}`, hash: Buffer.from(sha256Hex(k), 'hex'), source: 'env' }));
+  const adminKeys: AdminKey[] = raw.admin_keys.map((k) => ({ name: k.name, hash: Buffer.from(k.sha256.toLowerCase(), 'hex') }));
+  const envAdmin = (env.GATEWAY_ADMIN_KEY ?? '').trim();
+  if (envAdmin) adminKeys.push({ name: 'env-admin', hash: Buffer.from(sha256Hex(envAdmin), 'hex') });
 
   const port = env.PORT !== undefined && env.PORT !== '' ? Number(env.PORT) : raw.server.port;
   if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push({ path: 'PORT', message: `PORT must be an integer from 0 to 65535, got "${env.PORT}"` });
@@ -362,6 +372,7 @@ function resolve(
     routing: raw.routing,
     storage: raw.storage,
     keys,
+    adminKeys,
     providers,
     models,
     aliases,

@@ -206,15 +206,51 @@ const RoutingSchema = v.strictObject({
   max_retry_wait_ms: v.optional(nonNegativeInt, 2_000),
 });
 
+/** Usage records (docs/observability.md#usage-store): one per request, written off the request path in batches. */
+const UsageStoreSchema = v.strictObject({
+  /** Write a usage record for every request. */
+  enabled: v.optional(v.boolean(), true),
+  /** SQLite file for usage records when `storage.url` names no PostgreSQL database; `:memory:` keeps them in memory. */
+  db: v.optional(v.string(), './data/usage.sqlite'),
+  /** The table's name (SQLite and PostgreSQL). */
+  table: v.optional(v.pipe(v.string(), v.regex(/^[a-z_][a-z0-9_]{0,47}$/, 'must be a lower-case SQL identifier (letters, digits, underscore; at most 48)')), 'gateway_usage'),
+  /** Records older than this many days are deleted (hourly); 0 keeps them forever. */
+  retention_days: v.optional(nonNegativeInt, 90),
+  /** Records waiting to be written; when the queue is full, new records are dropped (counted and logged), never waited for. */
+  queue_size: v.optional(positiveInt, 10_000),
+  /** Records per write. */
+  batch_size: v.optional(positiveInt, 500),
+  /** A record waits at most this long before it is written. */
+  flush_ms: v.optional(positiveInt, 1_000),
+  /** A write taking longer than this fails; its records are dropped (counted). */
+  write_timeout_ms: v.optional(positiveInt, 10_000),
+});
+
 const StorageSchema = v.strictObject({
   /** SQLite file for stored responses; `:memory:` keeps them in memory. */
   responses_db: v.optional(v.string(), './data/responses.sqlite'),
+  /**
+   * A PostgreSQL database for usage records (`postgres://user:pass@host:5432/db`);
+   * empty or absent: the embedded SQLite file `usage.db`. The shipped
+   * gateway.yaml takes it from DATABASE_URL.
+   */
+  url: v.optional(v.pipe(v.string(), v.regex(/^(?:postgres(?:ql)?:\/\/\S+)?$/, "must be a PostgreSQL URL ('postgres://user:password@host:5432/database') or empty")), ''),
+  usage: v.optional(UsageStoreSchema, {}),
+});
+
+const AdminKeySchema = v.strictObject({
+  /** A label for logs; never the key itself. */
+  name: nonEmpty,
+  /** SHA-256 of the key, hex. A plaintext admin key is only accepted through GATEWAY_ADMIN_KEY. */
+  sha256: v.pipe(v.string(), v.regex(/^[a-f0-9]{64}$/i, 'must be a 64-character hex SHA-256 digest')),
 });
 
 export const ConfigSchema = v.strictObject({
   $schema: v.optional(v.string()),
   server: v.optional(ServerSchema, {}),
   keys: v.optional(v.array(KeySchema), []),
+  /** Keys for the admin endpoints (/admin/*), stored as SHA-256 digests; separate from client keys. */
+  admin_keys: v.optional(v.array(AdminKeySchema), []),
   providers: v.optional(v.array(ProviderSchema), []),
   models: v.optional(v.array(ModelSchema), []),
   /** Other names for models: `alias: <owner>/<model>`. */

@@ -27,11 +27,17 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-/** `file`: where the config is taken to live (paths in it are relative to its folder); the text is `yaml`. */
-export async function startGateway(yaml: string, env: Record<string, string> = {}, file = 'test-gateway.yaml'): Promise<TestGateway> {
+/**
+ * `file`: where the config is taken to live (paths in it are relative to its
+ * folder); the text is `yaml`. `opts.usageStore`: keep the usage store on (off
+ * otherwise, so that tests write no usage database unless they are about it).
+ */
+export async function startGateway(yaml: string, env: Record<string, string> = {}, file = 'test-gateway.yaml', opts: { usageStore?: boolean } = {}): Promise<TestGateway> {
   // The plugin modules the config names by path are loaded first, as `start` does.
   const fullEnv = { GATEWAY_API_KEYS: CLIENT_KEY, ...env };
   const { config, registry } = await loadGatewayConfig(file, builtins(), { text: yaml, env: fullEnv });
+  // The usage store writes files: only the tests about it turn it on (usageStore).
+  if (!opts.usageStore) config.storage.usage.enabled = false;
   // GATEWAY_TEST_TRANSPORT=http|proxy runs every test gateway on another upstream transport.
   const tr = process.env.GATEWAY_TEST_TRANSPORT;
   if (tr === 'http' || tr === 'proxy' || tr === 'undici') config.server.transport = tr;
