@@ -42,43 +42,68 @@ export class ProviderState {
 /** What the ingress does with one attempt; it must read a stream's first event before returning. */
 export type Invoke<R> = (attempt: AttemptInfo, plugin: ProviderPlugin, call: Omit<ProviderCall<unknown>, 'request' | 'stream'>) => Promise<R>;
 
-/** Consecutive-failure cool-down per deployment. */
-export class Health {
+/**
+ * Deployment cool-downs: after `failure_threshold` consecutive failures a
+ * deployment is skipped for `cooldown_ms`. The hot path asks isCooling(),
+ * which answers from this process's view without waiting on anything; with
+ * shared state (src/state/) a cool-down one replica opens reaches the others'
+ * views through Redis.
+ */
+export interface Health {
+  isCooling(model: string, d: DeploymentConfig, region: string, now?: number): boolean;
+  failure(model: string, d: DeploymentConfig, region: string): void;
+  success(model: string, d: DeploymentConfig, region: string): void;
+  /** New routing settings (a config reload): cool-downs under way keep their end. */
+  configure(threshold: number, cooldownMs: number): void;
+  /** Drop the state of these providers' deployments (a reload removed or changed their blocks). */
+  forgetProviders(names: ReadonlySet<string>): void;
+}
+
+/** The cool-down key of a deployment: model|provider|region|upstream model (model ids hold no `|`). */
+export function healthKey(model: string, d: DeploymentConfig, region: string): string {
+  return `${model}|${d.provider}|${region}|${d.model}`;
+}
+
+/** Cool-downs in this process's memory; `onOpen` hears of each one opened here (to share it). */
+export class MemoryHealth implements Health {
   private state = new Map<string, { failures: number; until: number }>();
+  onOpen?: (key: string, until: number) => void;
   constructor(
     private threshold: number,
     private cooldownMs: number,
   ) {}
-  /** New routing settings (a config reload): cool-downs under way keep their end. */
   configure(threshold: number, cooldownMs: number): void {
     this.threshold = threshold;
     this.cooldownMs = cooldownMs;
   }
-  /** Drop the state of these providers' deployments (a reload removed or changed their blocks). */
   forgetProviders(names: ReadonlySet<string>): void {
-    // Keys are model|provider|region|upstream model (model ids hold no `|`).
     for (const k of this.state.keys()) if (names.has(k.split('|')[1])) this.state.delete(k);
   }
-  private key(model: string, d: DeploymentConfig, region: string) {
-    return `${model}|${d.provider}|${region}|${d.model}`;
+  /** A cool-down opened elsewhere (another replica): honoured until `until` unless one here ends later. */
+  apply(key: string, until: number): void {
+    if (until <= Date.now()) return;
+    const s = this.state.get(key);
+    if (s) s.until = Math.max(s.until, until);
+    else this.state.set(key, { failures: 0, until });
   }
   isCooling(model: string, d: DeploymentConfig, region: string, now = Date.now()): boolean {
     if (this.state.size === 0) return false; // the common case: nothing has failed lately
-    const s = this.state.get(this.key(model, d, region));
+    const s = this.state.get(healthKey(model, d, region));
     return !!s && s.until > now;
   }
   failure(model: string, d: DeploymentConfig, region: string) {
-    const k = this.key(model, d, region);
+    const k = healthKey(model, d, region);
     const s = this.state.get(k) ?? { failures: 0, until: 0 };
     s.failures++;
     if (s.failures >= this.threshold) {
       s.until = Date.now() + this.cooldownMs;
       s.failures = 0;
+      this.onOpen?.(k, s.until);
     }
     this.state.set(k, s);
   }
   success(model: string, d: DeploymentConfig, region: string) {
-    if (this.state.size !== 0) this.state.delete(this.key(model, d, region));
+    if (this.state.size !== 0) this.state.delete(healthKey(model, d, region));
   }
 }
 

@@ -12,7 +12,7 @@ import { readJsonBody } from './body.js';
 import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
-import { Health, ProviderState, type CoreServices } from './dispatch.js';
+import { ProviderState, type CoreServices } from './dispatch.js';
 import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerSecrets, clip } from './errors.js';
 import { pipeFrames } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
@@ -22,6 +22,10 @@ import { UsageRecorder, openUsageBackend } from './store/usage.js';
 import { adminRoutes } from './admin.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
+import type { RouteSlot } from './plugin.js';
+import { estimateOf, toMicros } from './limits.js';
+import { createSharedState } from './state/index.js';
+import type { Admitted } from './state/limiter.js';
 
 /**
  * Request fields that can be large: the conversation and what travels with
@@ -166,7 +170,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   }
 
   /** The request's record, finished when its response closes: usage settled, cost, onto the access line, to the sinks. */
-  function finishRecord(ctx: RequestContext, line: Record<string, unknown>): void {
+  function finishRecord(ctx: RequestContext, line: Record<string, unknown>, admitted: Admitted | undefined): void {
     const r = ctx.record;
     r.status = line.status as number;
     r.latency_ms = line.latency_ms as number;
@@ -178,6 +182,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     r.key ??= ctx.client?.name;
     r.model ??= r.requested_model;
     r.cost_usd = r.usage && r.model ? modelCost(r.usage, ctx.config.models.get(r.model)) : null;
+    // The key's reservation settled with what the request used (nothing, when it failed before any usage).
+    if (admitted)
+      state.limiter.settle(admitted.reservation, { tokens: r.usage ? r.usage.input_tokens + r.usage.output_tokens : 0, micros: r.cost_usd ? toMicros(r.cost_usd) : 0 });
     if (r.usage) {
       line.usage = r.usage;
       line.cost_usd = r.cost_usd;
@@ -192,8 +199,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     }
   }
   const transport = opts.transport ?? createTransport(opts.config.server.transport);
-  // Kept across reloads (src/reload.ts): cool-downs and provider state of the blocks a reload leaves alone.
-  const health = new Health(opts.config.routing.failure_threshold, opts.config.routing.cooldown_ms);
+  // Kept across reloads (src/reload.ts): key limits, cool-downs and provider state of the blocks a reload leaves alone.
+  // In this process's memory, or shared by the replicas through Redis (state.redis_url; a restart changes it).
+  const state = await createSharedState(opts.config, logger);
+  const health = state.health;
   const shared = new ProviderState();
   const generation = (config: GatewayConfig, pipeline: LoadedPipeline): Generation => ({
     config,
@@ -255,7 +264,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (written) return;
       written = true;
       const rctx = kctx.state.metered as RequestContext | undefined;
-      if (rctx) finishRecord(rctx, rec);
+      if (rctx) finishRecord(rctx, rec, kctx.state.admitted as Admitted | undefined);
       writeAccessLine(rec);
     };
     // One close listener per request: abort the upstream call of a client that left, write the log line.
@@ -385,13 +394,14 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       };
       if (metered) kctx.state.metered = ctx;
       const bodyError = kctx.state.bodyError as GatewayError | undefined;
+      const run = () => spec.terminal(ctx, core, pipeline, kctx.params ?? {});
       await pipeline.run(
         ctx,
         () => {
           if (bodyError) throw bodyError;
           ctx.body = spec.validate(ctx.body, ctx);
         },
-        () => spec.terminal(ctx, core, pipeline, kctx.params ?? {}),
+        () => (metered && ctx.client?.limits ? admitThen(kctx, ctx, run) : run()),
       );
       const out = ctx.outcome;
       if (!out) throw errors.internal();
@@ -425,6 +435,30 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     if (spec.method === 'POST') router.post(spec.path, handler);
     else if (spec.method === 'GET') router.get(spec.path, handler);
     else router.delete(spec.path, handler);
+  }
+
+  /**
+   * A limited key's request (docs/keys.md): reserve its estimate (429 over a
+   * limit), answer with the key's rate-limit headers, then run the endpoint.
+   * Settled when the response closes (finishRecord).
+   */
+  async function admitThen(kctx: Koa.Context, ctx: RequestContext, run: () => Promise<void>): Promise<void> {
+    const key = ctx.client!;
+    const lim = key.limits!;
+    let estimate = { tokens: 0, micros: 0 };
+    if (lim.tpm !== undefined || lim.budget_usd !== undefined) {
+      const route = ctx.state.route as RouteSlot | undefined;
+      const declared = Number(kctx.req.headers['content-length']);
+      const bytes = declared > 0 ? declared : Buffer.byteLength(JSON.stringify(ctx.body));
+      estimate = estimateOf(ctx.endpoint, ctx.body, bytes, route ? ctx.config.models.get(route.primary) : undefined);
+    }
+    // Its own id: a client-chosen x-request-id may repeat, a reservation may not.
+    const admitted = await state.limiter.admit(key, randomUUID(), estimate);
+    if (admitted) {
+      kctx.state.admitted = admitted;
+      for (const h in admitted.headers) kctx.res.setHeader(h, admitted.headers[h]);
+    }
+    return run();
   }
 
   app.use((kctx, next) => {
@@ -483,8 +517,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     logger,
     swap(config, pipeline, carry) {
       const old = current;
+      state.configure(config);
       const next = generation(config, pipeline);
-      health.configure(config.routing.failure_threshold, config.routing.cooldown_ms);
       health.forgetProviders(carry.changedProviders);
       shared.forget(carry.staleInstances);
       if (config.server.log_level !== old.config.server.log_level) logger.level = config.server.log_level;
@@ -526,6 +560,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (storeRetry) clearTimeout(storeRetry);
       // What is queued is written (each write bounded by write_timeout_ms), then the store closes.
       await recorder?.close();
+      await state.close();
       logger.flush?.();
     },
   };

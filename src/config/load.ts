@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as v from 'valibot';
 import { LineCounter, parseDocument, isScalar, visit, type Document } from 'yaml';
-import { ConfigSchema, PluginsSchema, MODEL_ID, PROVIDER_KEYS, type RawConfig, type ProviderConfig, type ModelConfig, type KeyConfig, type Endpoint } from './schema.js';
+import { ConfigSchema, PluginsSchema, MODEL_ID, PROVIDER_KEYS, type RawConfig, type ProviderConfig, type ModelConfig, type KeyConfig, type PolicyConfig, type Endpoint } from './schema.js';
 
 export interface ConfigProblem {
   path: string;
@@ -97,6 +97,25 @@ export interface ClientKey {
   source: 'file' | 'env';
   models?: string[];
   endpoints?: string[];
+  /** The policy the key follows, by name (gateway.yaml `policies`), if any. */
+  policy?: string;
+  /** Its rate limits and budget (docs/keys.md); absent: none. */
+  limits?: KeyLimits;
+}
+
+/** A key's limits: each absent one does not apply. */
+export interface KeyLimits {
+  rpm?: number;
+  tpm?: number;
+  max_parallel?: number;
+  budget_usd?: number;
+  budget_period: 'day' | 'month';
+}
+
+/** The limits of a policy (its fields merged over a named policy's): undefined when it sets none. */
+export function limitsOf(p: Pick<PolicyConfig, 'rpm' | 'tpm' | 'max_parallel' | 'budget_usd' | 'budget_period'>): KeyLimits | undefined {
+  if (p.rpm === undefined && p.tpm === undefined && p.max_parallel === undefined && p.budget_usd === undefined) return undefined;
+  return { rpm: p.rpm, tpm: p.tpm, max_parallel: p.max_parallel, budget_usd: p.budget_usd, budget_period: p.budget_period ?? 'month' };
 }
 
 /** An admin key (gateway.yaml `admin_keys`, or GATEWAY_ADMIN_KEY): its name and SHA-256 digest. */
@@ -111,6 +130,7 @@ export interface GatewayConfig {
   server: RawConfig['server'];
   routing: RawConfig['routing'];
   storage: RawConfig['storage'];
+  state: RawConfig['state'];
   keys: ClientKey[];
   adminKeys: AdminKey[];
   providers: Map<string, ProviderConfig>;
@@ -349,13 +369,23 @@ function resolve(
     aliases.set(alias, target);
   }
 
-  const keys: ClientKey[] = raw.keys.map((k: KeyConfig) => ({
-    name: k.name,
-    hash: Buffer.from(k.sha256.toLowerCase(), 'hex'),
-    source: 'file' as const,
-    models: k.models,
-    endpoints: k.endpoints,
-  }));
+  const keys: ClientKey[] = raw.keys.map((k: KeyConfig, i) => {
+    const named = k.policy !== undefined ? raw.policies[k.policy] : undefined;
+    if (k.policy !== undefined && !named)
+      problems.push({ path: `keys.${i}.policy`, line: lineOf(['keys', i, 'policy']), message: `no policy named "${k.policy}" under policies (known: ${Object.keys(raw.policies).join(', ') || 'none'})` });
+    // The key's own fields override its named policy's, field by field.
+    const p: PolicyConfig = { ...named };
+    for (const [f, val] of Object.entries(k)) if (val !== undefined && f !== 'name' && f !== 'sha256' && f !== 'policy') (p as Record<string, unknown>)[f] = val;
+    return {
+      name: k.name,
+      hash: Buffer.from(k.sha256.toLowerCase(), 'hex'),
+      source: 'file' as const,
+      models: p.models,
+      endpoints: p.endpoints,
+      ...(k.policy !== undefined ? { policy: k.policy } : {}),
+      ...(limitsOf(p) ? { limits: limitsOf(p) } : {}),
+    };
+  });
   const envKeys = (env.GATEWAY_API_KEYS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   envKeys.forEach((k, i) => keys.push({ name: `env-${i + 1}`, hash: Buffer.from(sha256Hex(k), 'hex'), source: 'env' }));
   const adminKeys: AdminKey[] = raw.admin_keys.map((k) => ({ name: k.name, hash: Buffer.from(k.sha256.toLowerCase(), 'hex') }));
@@ -371,6 +401,7 @@ function resolve(
     server: { ...raw.server, port },
     routing: raw.routing,
     storage: raw.storage,
+    state: raw.state,
     keys,
     adminKeys,
     providers,

@@ -51,15 +51,50 @@ const ServerSchema = v.strictObject({
   node_flags: v.optional(v.array(v.pipe(v.string(), v.regex(/^--[a-z][a-z0-9_-]*(=[^\s]+)?$/, "must be a node or V8 flag such as '--max-semi-space-size=32'"))), []),
 });
 
+export const BUDGET_PERIODS = ['day', 'month'] as const;
+
+/** What a client key may do and how much (docs/keys.md): given on a key, or named under `policies` and shared. */
+const PolicyEntries = {
+  /** Model ids (with `*` wildcards) this key may use. Absent: all. */
+  models: v.optional(v.array(nonEmpty)),
+  /** Endpoints this key may call. Absent: all. */
+  endpoints: v.optional(v.array(v.picklist(ENDPOINTS))),
+  /** Model requests per minute. */
+  rpm: v.optional(positiveInt),
+  /** Tokens (input and output) per minute, reserved before each call and settled after it. */
+  tpm: v.optional(positiveInt),
+  /** Requests under way at once. */
+  max_parallel: v.optional(positiveInt),
+  /** Spend in USD per `budget_period` (costs from the catalog's prices). */
+  budget_usd: v.optional(v.pipe(v.number(), v.minValue(0, 'must be at least 0'))),
+  /** The budget's period, in UTC: `day` or `month`. */
+  budget_period: v.optional(v.picklist(BUDGET_PERIODS)),
+};
+const PolicySchema = v.strictObject(PolicyEntries);
+
 const KeySchema = v.strictObject({
   /** A label for logs and usage records; never the key itself. */
   name: nonEmpty,
   /** SHA-256 of the key, hex. Plaintext keys are only accepted through GATEWAY_API_KEYS. */
   sha256: v.pipe(v.string(), v.regex(/^[a-f0-9]{64}$/i, 'must be a 64-character hex SHA-256 digest')),
-  /** Model ids (with `*` wildcards) this key may use. Absent: all. */
-  models: v.optional(v.array(nonEmpty)),
-  /** Endpoints this key may call. Absent: all. */
-  endpoints: v.optional(v.array(v.picklist(ENDPOINTS))),
+  /** A policy under `policies` this key follows; what the key gives itself overrides it. */
+  policy: v.optional(nonEmpty),
+  ...PolicyEntries,
+});
+
+const StateSchema = v.strictObject({
+  /**
+   * Redis shared by the replicas (`redis://host:6379/0`, `rediss://…`): rate
+   * limits, budgets and deployment cool-downs hold across them. Empty: this
+   * process keeps them in memory.
+   */
+  redis_url: v.optional(v.pipe(v.string(), v.regex(/^(?:rediss?:\/\/\S+)?$/, "must be a Redis URL ('redis://host:6379') or empty")), ''),
+  /** Redis unreachable: `open` serves without the shared limits (a warning, a counter), `closed` answers 503. */
+  on_unavailable: v.optional(v.picklist(['open', 'closed']), 'open'),
+  /** Longest wait for one Redis command before it counts as unavailable. */
+  timeout_ms: v.optional(positiveInt, 250),
+  /** Prefix of every Redis key and channel the gateway uses (several gateways on one Redis). */
+  key_prefix: v.optional(v.pipe(v.string(), v.regex(/^[\w:.-]{0,64}$/, 'must be letters, digits and : . _ - (at most 64)')), 'mg:'),
 });
 
 /**
@@ -251,6 +286,10 @@ export const ConfigSchema = v.strictObject({
   keys: v.optional(v.array(KeySchema), []),
   /** Keys for the admin endpoints (/admin/*), stored as SHA-256 digests; separate from client keys. */
   admin_keys: v.optional(v.array(AdminKeySchema), []),
+  /** Named policies (limits, budgets, allowed models and endpoints) that keys refer to by `policy`. */
+  policies: v.optional(v.record(v.pipe(v.string(), v.regex(/^[\w.-]{1,64}$/, 'must be letters, digits, dot, dash or underscore')), PolicySchema), {}),
+  /** State shared by replicas (docs/keys.md#shared-state). */
+  state: v.optional(StateSchema, {}),
   providers: v.optional(v.array(ProviderSchema), []),
   models: v.optional(v.array(ModelSchema), []),
   /** Other names for models: `alias: <owner>/<model>`. */
@@ -284,4 +323,5 @@ export type ModelConfig = v.InferOutput<typeof ModelSchema>;
 export type DeploymentConfig = v.InferOutput<typeof DeploymentSchema>;
 export type PluginConfig = v.InferOutput<typeof PluginSchema>;
 export type KeyConfig = v.InferOutput<typeof KeySchema>;
+export type PolicyConfig = v.InferOutput<typeof PolicySchema>;
 export type Endpoint = (typeof ENDPOINTS)[number];
