@@ -4,10 +4,12 @@
 // Created once per process; a reload changes the limits and cool-down settings
 // it applies (state.on_unavailable too), a restart changes where it lives.
 import type { Logger } from 'pino';
+import type { Redis } from 'ioredis';
 import type { GatewayConfig } from '../config/load.js';
 import { MemoryHealth, type Health } from '../dispatch.js';
 import { MemoryLimits } from '../limits.js';
 import { Limiter } from './limiter.js';
+import { RedisLimits, connect, shareHealth } from './redis.js';
 
 export interface SharedState {
   limiter: Limiter;
@@ -26,7 +28,29 @@ export async function createSharedState(config: GatewayConfig, logger: Logger): 
     const limiter = new Limiter(new MemoryLimits(), st.on_unavailable, logger);
     return { limiter, health, shared: false, configure: (c) => configure(c, limiter, health), close: () => limiter.store.close() };
   }
-  throw new Error('state.redis_url: shared state through Redis is not available in this build');
+  const log = logger.child({ component: 'state' });
+  const opts = { url: st.redis_url, prefix: st.key_prefix, timeoutMs: st.timeout_ms };
+  const redis = connect(opts, log, 'commands');
+  const sub = connect({ ...opts }, log, 'subscriber');
+  const limiter = new Limiter(new RedisLimits(redis, st.key_prefix, log), st.on_unavailable, log);
+  shareHealth(health, redis, sub, st.key_prefix, log);
+  await Promise.race([Promise.all([ready(redis), ready(sub)]), new Promise((r) => setTimeout(r, st.timeout_ms * 4).unref())]);
+  if (redis.status !== 'ready') log.warn({ on_unavailable: st.on_unavailable }, 'redis: not reachable at start-up; reconnecting in the background');
+  return {
+    limiter,
+    health,
+    shared: true,
+    configure: (c) => configure(c, limiter, health),
+    async close() {
+      await limiter.store.close();
+      redis.disconnect();
+      sub.disconnect();
+    },
+  };
+}
+
+function ready(r: Redis): Promise<void> {
+  return r.status === 'ready' ? Promise.resolve() : new Promise((res) => r.once('ready', () => res()));
 }
 
 function configure(config: GatewayConfig, limiter: Limiter, health: Health): void {
