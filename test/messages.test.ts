@@ -465,3 +465,14 @@ t.test('A silent upstream gets pings; a client that leaves cancels the upstream'
   await until(() => slow.requests.length === 2 && slow.requests[1].aborted);
   t.ok(slow.requests[1].aborted, 'the upstream stream was cancelled');
 });
+
+t.test('A stream falls back before its first byte: an error status, or an error event first', async (t) => {
+  anth.fail({ status: 529, body: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } });
+  const a = client.messages.stream({ model: SONNET, max_tokens: 100, messages: [{ role: 'user', content: 'Hi there' }], fallbacks: ['openai/gpt-4.1-mini'] } as Any);
+  t.match((await a.finalMessage()).content, [{ type: 'text', text: 'Echo: Hi there' }]);
+  anth.streamError({ afterEvents: 0, type: 'overloaded_error' });
+  const b = await raw('/v1/messages', { model: SONNET, max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'Hi again' }], fallbacks: ['google/gemini-2.5-flash'], debug: ['routing'] });
+  const evs = events(b.text);
+  t.equal(evs[evs.length - 1].event, 'message_stop');
+  t.match(evs.find((e) => e.event === 'message_delta')!.data.debug.routing.attempts, [{ model: SONNET, status: 'failed', error: /Overloaded/ }, { model: 'google/gemini-2.5-flash', status: 'succeeded' }]);
+});
