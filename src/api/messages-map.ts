@@ -143,7 +143,7 @@ export function nativeBody(body: MessagesRequest, upstreamModel: string, note: N
     note({ param: 'messages', action: 'strip', before: `${dropped} thinking block(s)`, reason: 'thinking signed for another provider family cannot be read by this model' });
   }
   const loop = toolLoopTurn(messages);
-  if (loop !== undefined && !startsWithThinking(messages[loop].content) && out.thinking && (out.thinking as { type?: string }).type === 'enabled') {
+  if (loop !== undefined && !startsWithThinking(messages[loop].content) && out.thinking && (out.thinking as { type?: string }).type !== 'disabled') {
     note({ param: 'thinking', action: 'strip', before: out.thinking, reason: THINKING_OFF_REASON });
     delete out.thinking;
   }
@@ -400,7 +400,7 @@ export function toChatRequest(body: MessagesRequest, o: TranslateOptions): { req
   }
   if (Object.keys(native).length) req.native_fields = native;
   if (body.metadata?.user_id) req.user = body.metadata.user_id;
-  // Claude on Bedrock holds the tool loop to the same rule as Anthropic (continuesToolLoop).
+  // Claude on Bedrock holds the tool loop to the same rule as Anthropic (toolLoopTurn).
   const loop = toolLoopTurn(body.messages);
   const loopLostThinking = o.family === 'bedrock' && /anthropic\.claude/.test(o.upstreamModel ?? '') && loop !== undefined && !reasoning.signedAt.has(loop);
   if (loopLostThinking && body.thinking && body.thinking.type !== 'disabled') {
