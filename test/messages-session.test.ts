@@ -101,6 +101,9 @@ interface Upstream {
   requests: { body: Any; path?: string; rawPath?: string }[];
 }
 
+/** The flags Claude Code sends: some Anthropic's API only has. */
+const CLAUDE_CODE_BETAS = 'claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14,prompt-caching-scope-2026-01-05';
+
 async function replay(t: Any, model: string, upstream: Upstream, o: { thinking?: boolean } = {}): Promise<void> {
   const start = upstream.requests.length;
   const messages: Any[] = [{ role: 'user', content: [{ type: 'text', text: '<system-reminder>This is a reminder that your todo list is empty.</system-reminder>' }, { type: 'text', text: SESSION_PROMPTS[0] }] }];
@@ -109,7 +112,7 @@ async function replay(t: Any, model: string, upstream: Upstream, o: { thinking?:
   let prompt = 1;
   for (let turn = 0; turn < 8; turn++) {
     const events: Any[] = [];
-    const stream = client.messages.stream(claudeCodeRequest(model, messages, o) as Any);
+    const stream = client.messages.stream(claudeCodeRequest(model, messages, o) as Any, { headers: { 'anthropic-beta': CLAUDE_CODE_BETAS } });
     stream.on('streamEvent', (e) => events.push(e));
     const final: Any = await stream.finalMessage();
     t.equal(final.model, model, `turn ${turn}: the requested model`);
@@ -158,6 +161,7 @@ t.test('Anthropic (same API)', async (t) => {
   t.same(last.system[1].cache_control, { type: 'ephemeral' });
   t.same(last.thinking, { type: 'enabled', budget_tokens: 16000 });
   t.ok(last.messages[1].content.some((b: Any) => b.type === 'thinking'), 'signed thinking blocks sent back');
+  t.equal(anth.requests[anth.requests.length - 1].headers['anthropic-beta'], CLAUDE_CODE_BETAS, "every flag goes to Anthropic's API");
 });
 
 t.test('Claude on Vertex AI (same API, rawPredict)', async (t) => {
@@ -166,7 +170,24 @@ t.test('Claude on Vertex AI (same API, rawPredict)', async (t) => {
   t.match(last.path, /publishers\/anthropic\/models\/claude-sonnet-4-5@20250929:streamRawPredict$/);
   t.equal(last.body.anthropic_version, 'vertex-2023-10-16');
   t.notOk('model' in last.body);
+  // Vertex refuses flags it does not serve (the mock too): only those it serves go.
+  t.equal(last.headers['anthropic-beta'], 'interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14');
+  const r = await raw('vertex/claude-sonnet-4-5', 'prompt-caching-scope-2026-01-05');
+  t.equal(r.status, 200);
+  t.notOk(vx.requests[vx.requests.length - 1].headers['anthropic-beta'], 'no flag Vertex serves: no header');
+  t.match(r.json.debug.normalizations, [{ param: 'anthropic-beta', action: 'strip', before: 'prompt-caching-scope-2026-01-05' }]);
+  const count = await client.messages.countTokens({ model: 'vertex/claude-sonnet-4-5', messages: [{ role: 'user', content: 'count me' }] }, { headers: { 'anthropic-beta': CLAUDE_CODE_BETAS } });
+  t.ok(count.input_tokens > 0, 'count-tokens gets no flag (Vertex refuses any there)');
 });
+
+async function raw(model: string, beta: string): Promise<{ status: number; json: Any }> {
+  const res = await fetch(`${gw.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', 'anthropic-beta': beta, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, max_tokens: 50, messages: [{ role: 'user', content: 'Hi' }], debug: ['normalizations'] }),
+  });
+  return { status: res.status, json: await res.json() };
+}
 
 t.test('Gemini on Vertex AI (translated); counts on Vertex for Claude and Gemini', async (t) => {
   await replay(t, 'vertex/gemini-2.5-flash', vx as unknown as Upstream);

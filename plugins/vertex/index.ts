@@ -24,6 +24,7 @@ import { claudeChat, claudeCountTokens, claudeMessages, type ClaudeSite } from '
 import { TokenSource, readServiceAccount, CredentialsError, type TokenPost } from './token.js';
 import { locationBaseUrl, geminiSite, claudeUrl, claudeCountUrl, toRawPredict, toCountRawPredict, isClaude, type VertexPlace } from './request.js';
 import { claudeOnVertexError } from './errors.js';
+import { vertexBetas } from './request.js';
 
 /** The keys of a `vertex` provider block besides the core ones. */
 export const VertexOptions = v.strictObject({
@@ -158,7 +159,9 @@ export default function vertex(): ProviderPlugin {
     messages(call: ProviderCall<MessagesCall>): Promise<NativeOutcome | null> {
       const model = call.deployment.model;
       if (!isClaude(model)) return Promise.resolve(null);
-      return withToken(call, () => claudeMessages(call, claudeSite(placeOf(call), model)));
+      const beta = vertexBetas(call.request.beta, call.note);
+      const request = beta === call.request.beta ? call.request : { ...call.request, beta };
+      return withToken(call, () => claudeMessages({ ...call, request }, claudeSite(placeOf(call), model)));
     },
     // POST /v1/images/generations: Imagen on :predict, Gemini image models on generateContent.
     images(call: ProviderCall<Record<string, unknown>>): Promise<NativeOutcome> {

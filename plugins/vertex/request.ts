@@ -15,6 +15,7 @@
 //   Messages body without `model` and with anthropic_version "vertex-2023-10-16",
 //   model ids with an @ version (claude-sonnet-4-5@20250929).
 import type { MessagesRequest } from '../anthropic/wire.js';
+import type { NormalizationEntry } from '../../src/types.js';
 import { modelPath, type GeminiSite } from '../google/index.js';
 
 export const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16';
@@ -93,4 +94,31 @@ export function toCountRawPredict(body: Record<string, unknown>): Record<string,
 export function toRawPredict(body: MessagesRequest): Record<string, unknown> {
   const { model: _model, ...rest } = body;
   return { anthropic_version: VERTEX_ANTHROPIC_VERSION, ...rest };
+}
+
+/**
+ * The anthropic-beta flags Vertex AI serves for Claude. Vertex refuses any
+ * other with a 400 ("Unexpected value(s) `x` for the `anthropic-beta`
+ * header"), and clients made for Anthropic's API (Claude Code) send flags
+ * Vertex does not have yet (anthropics/claude-code#1229, #12429, #21625):
+ * those are not sent, with a note. An operator who needs another flag sets
+ * the header in the provider's `headers`, which wins.
+ */
+export const VERTEX_CLAUDE_BETAS: ReadonlySet<string> = new Set([
+  'interleaved-thinking-2025-05-14',
+  'context-1m-2025-08-07',
+  'web-search-2025-03-05',
+  'token-efficient-tools-2025-02-19',
+  'output-128k-2025-02-19',
+  'fine-grained-tool-streaming-2025-05-14',
+]);
+
+/** The client's flags Vertex serves (undefined for none), noting the others. */
+export function vertexBetas(beta: string | undefined, note: (e: NormalizationEntry) => void): string | undefined {
+  if (!beta) return beta;
+  const flags = beta.split(',').map((f) => f.trim()).filter(Boolean);
+  const kept = flags.filter((f) => VERTEX_CLAUDE_BETAS.has(f));
+  if (kept.length === flags.length) return beta;
+  note({ param: 'anthropic-beta', action: 'strip', before: flags.filter((f) => !kept.includes(f)).join(','), reason: 'Vertex AI refuses anthropic-beta flags it does not serve' });
+  return kept.length ? kept.join(',') : undefined;
 }

@@ -28,7 +28,10 @@
 //   (https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude),
 //   checked by the Anthropic mock's validator (test/mocks/anthropic.ts), the
 //   verb matching `stream`; publishers/anthropic/models/count-tokens:rawPredict
-//   counts a prompt (the Vertex model id in the body);
+//   counts a prompt (the Vertex model id in the body). Vertex refuses an
+//   `anthropic-beta` flag it does not serve ("Unexpected value(s) `x` for the
+//   `anthropic-beta` header", reported by Claude Code users:
+//   anthropics/claude-code#1229, #12429, #21625), and any flag on count-tokens;
 // - cachedContents: create / get / delete under the project and location; a
 //   cache's name carries the project NUMBER, as Vertex's does, and its model
 //   the full publisher model resource name.
@@ -67,6 +70,9 @@ export const VERTEX_CLAUDE_VERSION = 'vertex-2023-10-16';
  * version 2026-10-21").
  */
 const CLAUDE_VERSIONS = new Set([VERTEX_CLAUDE_VERSION, '2026-10-21']);
+
+/** anthropic-beta flags this mock's Vertex serves for Claude (Vertex lags Anthropic's API: newer flags are refused). */
+export const VERTEX_CLAUDE_BETAS: ReadonlySet<string> = new Set(['interleaved-thinking-2025-05-14', 'context-1m-2025-08-07', 'web-search-2025-03-05', 'token-efficient-tools-2025-02-19', 'output-128k-2025-02-19', 'fine-grained-tool-streaming-2025-05-14']);
 
 /** Vertex's Claude model ids (partner-models/claude/use-claude) and the Anthropic snapshot each one is. */
 export const VERTEX_CLAUDE_MODELS: Record<string, string> = {
@@ -301,6 +307,15 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
     return generateReply(full, model, stream, req.query.get('alt'), sse ? streamFailures.shift() : undefined);
   };
 
+  /** A refusal of the anthropic-beta flags Vertex does not serve (none on count-tokens), as Vertex words it. */
+  const betaError = (req: Recorded, served: ReadonlySet<string>): Reply | undefined => {
+    const h = req.headers['anthropic-beta'];
+    const flags = (Array.isArray(h) ? h.join(',') : (h ?? '')).split(',').map((f) => f.trim()).filter(Boolean);
+    const bad = flags.filter((f) => !served.has(f));
+    if (!bad.length) return undefined;
+    return anthropicErrorReply(400, 'invalid_request_error', `Unexpected value(s) ${bad.map((f) => `\`${f}\``).join(', ')} for the \`anthropic-beta\` header. Please consult our documentation at docs.anthropic.com or try again without the header.`);
+  };
+
   /** Claude's token count: the count-tokens model's rawPredict, the Vertex model id in the body. */
   const claudeCount = (body: any): Reply => {
     if (!body || typeof body !== 'object' || Array.isArray(body)) return anthropicErrorReply(400, 'invalid_request_error', 'There was an issue with your request body: expected a JSON object');
@@ -313,7 +328,9 @@ export async function startVertexMock(opts: VertexMockOptions = {}): Promise<Ver
   };
 
   const anthropic = (req: Recorded, location: string, model: string, verb: string): Reply => {
-    if (model === 'count-tokens' && verb === 'rawPredict') return claudeCount(req.body);
+    if (model === 'count-tokens' && verb === 'rawPredict') return betaError(req, new Set()) ?? claudeCount(req.body);
+    const beta = betaError(req, VERTEX_CLAUDE_BETAS);
+    if (beta) return beta;
     const snapshot = VERTEX_CLAUDE_MODELS[model];
     if (!snapshot) return notFound(project, location, 'anthropic', model);
     if (verb !== 'rawPredict' && verb !== 'streamRawPredict') return geminiError(400, 'INVALID_ARGUMENT', `Method ${verb} is not supported by publishers/anthropic/models/${model}.`);
