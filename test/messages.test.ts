@@ -31,6 +31,12 @@ keys:
     sha256: ${sha256Hex(CHAT_ONLY_KEY)}
     endpoints: [chat_completions]
 providers:
+  - name: compat
+    family: openai-compatible
+    base_url: ${oai.url}/v1
+    api_key: ${OPENAI_KEY}
+    timeout_ms: 3000
+    retries: 0
   - name: openai-slow
     family: openai
     base_url: ${slow.url}/v1
@@ -82,6 +88,8 @@ models:
     deployments: [{ provider: openai, model: gpt-4.1-mini }]
   - id: openai/slow
     deployments: [{ provider: openai-slow, model: gpt-4.1-mini }]
+  - id: vllm/served-model
+    deployments: [{ provider: compat, model: gpt-4.1-mini }]
   - id: google/gemini-2.5-flash
     modalities: { input: [text, image], output: [text] }
     capabilities: { thinking: true, tools: true, vision: true }
@@ -475,4 +483,15 @@ t.test('A stream falls back before its first byte: an error status, or an error 
   const evs = events(b.text);
   t.equal(evs[evs.length - 1].event, 'message_stop');
   t.match(evs.find((e) => e.event === 'message_delta')!.data.debug.routing.attempts, [{ model: SONNET, status: 'failed', error: /Overloaded/ }, { model: 'google/gemini-2.5-flash', status: 'succeeded' }]);
+});
+
+t.test('OpenAI-compatible target (vLLM, Ollama...): translated, streamed tool call, local count', async (t) => {
+  const stream = client.messages.stream({ model: 'vllm/served-model', max_tokens: 200, tools: [weather], messages: [{ role: 'user', content: 'Weather in Paris?' }] });
+  const final: Any = await stream.finalMessage();
+  t.equal(final.stop_reason, 'tool_use');
+  t.same(final.content.find((b: Any) => b.type === 'tool_use').input, { city: 'Paris' });
+  t.equal(oai.requests[0].path, '/v1/chat/completions');
+  const n = await client.messages.countTokens({ model: 'vllm/served-model', tools: [weather], messages: [{ role: 'user', content: 'Weather in Paris?' }] });
+  t.ok(n.input_tokens > 0);
+  t.equal(oai.requests.length, 1, 'counted locally: OpenAI-compatible servers have no counting endpoint in common');
 });
