@@ -19,11 +19,22 @@ import { loadGatewayConfig, loadPipeline, PluginError, type BuiltinRegistry, typ
 
 /**
  * Settings a running process cannot take over (a listening socket, the
- * worker processes, the Node flags, the upstream transport, the stores opened
- * at start-up): a reload that changes one keeps the running value and logs a
+ * worker processes, the Node flags, the upstream transport, the stores and
+ * the Redis connection opened at start-up): a reload that changes one keeps the running value and logs a
  * warning naming it. A path names a key, or a whole section.
  */
-export const RESTART_ONLY: readonly string[] = ['server.host', 'server.port', 'server.workers', 'server.node_flags', 'server.transport', 'storage'];
+export const RESTART_ONLY: readonly string[] = [
+  'server.host',
+  'server.port',
+  'server.workers',
+  'server.node_flags',
+  'server.transport',
+  'storage',
+  // The Redis connection of the shared state (src/state/); state.on_unavailable reloads.
+  'state.redis_url',
+  'state.timeout_ms',
+  'state.key_prefix',
+];
 
 export type ReloadResult = 'success' | 'failure';
 
