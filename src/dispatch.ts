@@ -188,6 +188,11 @@ export function upstreamErrorType(err: unknown): UpstreamErrorType {
   return 'other';
 }
 
+/** The error for a request aborted before it was answered: the abort's own (the shutdown deadline's 503), or the client's leaving. */
+function abortedBy(signal: AbortSignal): GatewayError {
+  return signal.reason instanceof GatewayError ? signal.reason : errors.invalid('The client closed the connection.', null, 'client_closed');
+}
+
 export function describeFailure(err: unknown): { error: string; fallback: boolean; status?: number } {
   if (err instanceof UpstreamError) {
     const s = err.status;
@@ -250,7 +255,8 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       attemptsMade++;
       const started = performance.now();
       const ac = new AbortController();
-      const onClientAbort = () => ac.abort();
+      // The request's abort reason (the client left; the shutdown deadline) reaches the upstream call and its stream.
+      const onClientAbort = () => ac.abort(ctx.signal.reason);
       // debug.normalizations describes what was sent to the target that answered.
       ctx.debug.normalizations = [];
       ctx.signal.addEventListener('abort', onClientAbort, { once: true });
@@ -285,7 +291,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       } catch (err) {
         ctx.signal.removeEventListener('abort', onClientAbort);
         ac.abort();
-        if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
+        if (ctx.signal.aborted) throw abortedBy(ctx.signal);
         const f = describeFailure(err);
         const secrets = providerSecrets(provider);
         const took = performance.now() - started;
@@ -307,7 +313,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
           const wait = err.retryAfterMs ?? 250 * 2 ** retry;
           if (retry < provider.retries && attemptsMade < maxAttempts && wait <= ctx.config.routing.max_retry_wait_ms) {
             await sleep(wait, ctx.signal);
-            if (ctx.signal.aborted) throw errors.invalid('The client closed the connection.', null, 'client_closed');
+            if (ctx.signal.aborted) throw abortedBy(ctx.signal);
             continue;
           }
         }

@@ -94,6 +94,7 @@ export const errors = {
   internal: () => new GatewayError(500, 'internal_server_error', 'The gateway hit an internal error.', { code: 'internal_error' }),
   unavailable: (message: string) =>
     new GatewayError(503, 'service_unavailable_error', message, { code: 'no_target_available' }),
+  shuttingDown: (message: string) => new GatewayError(503, 'service_unavailable_error', message, { code: 'shutting_down' }),
 };
 
 /**

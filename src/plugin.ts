@@ -90,7 +90,7 @@ export interface RequestContext {
 
 /** What the core writes back: a JSON body, or SSE frames produced as they arrive. */
 export type Outcome =
-  | { kind: 'json'; status?: number; body: Record<string, unknown> }
+  | { kind: 'json'; status?: number; body: Record<string, unknown>; headers?: Record<string, string> }
   | { kind: 'frames'; frames: AsyncIterable<string>; onError: (err: unknown) => string | null };
 
 export interface PipelinePlugin {

@@ -7,7 +7,7 @@
 import type { ProviderCall } from './plugin.js';
 import { readBody, bodyError, TransportError, namedTransportError, type UpstreamResponse } from './upstream.js';
 import { SSEParser, type SSEEvent } from './sse.js';
-import type { ErrorBody } from './errors.js';
+import { GatewayError, type ErrorBody } from './errors.js';
 
 /** A non-2xx answer (or an unusable body) from a provider, already mapped to the envelope. */
 export class UpstreamError extends Error {
@@ -223,7 +223,7 @@ export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCal
     res.body.resume();
     throw unparseable(`the provider answered a stream request with content-type "${ct || 'none'}"`);
   }
-  return new UpstreamEvents(res, framing.parser(), call.provider.stream_idle_timeout_ms);
+  return new UpstreamEvents(res, framing.parser(), call.provider.stream_idle_timeout_ms, call.signal);
 }
 
 /** The error an upstream stream ends with when it sent nothing for `ms` (a provider's stream_idle_timeout_ms). */
@@ -340,6 +340,12 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
     private readonly parser: FrameParser = new SSEParser(),
     /** No byte from the upstream for this long: the stream fails with ETIMEDOUT_IDLE and the upstream is aborted. */
     private readonly idleMs?: number,
+    /**
+     * The call's signal: a body torn down by its abort fails with the abort's
+     * reason when that is the gateway's own error (the shutdown deadline), so
+     * the client's last frame says why.
+     */
+    private readonly signal?: AbortSignal,
   ) {
     super();
     const body = res.body;
@@ -420,7 +426,8 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
 
   private fail(err: Error): void {
     if (this.ended || this.closed || this.failure) return;
-    this.failure = err;
+    const reason: unknown = this.signal?.aborted ? this.signal.reason : undefined;
+    this.failure = reason instanceof GatewayError ? reason : err;
     this.detach();
     // Events parsed before the failure are still delivered first.
     this.wake();

@@ -8,6 +8,7 @@
 // workers keep dying before they listen (a bad port or config would otherwise
 // fork forever), and on SIGTERM/SIGINT passes the signal on and exits when the
 // last worker has drained. BENCHMARKS.md shows what a second worker buys.
+// A repeated SIGTERM/SIGINT, in the primary or a worker, never cuts a drain.
 //
 // SIGHUP reloads gateway.yaml (src/reload.ts), and so does a change to the
 // file when server.watch_config is true. With several workers the primary
@@ -63,15 +64,31 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   reloads.start(gw);
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      gw.logger.info({ signal, pid: process.pid }, REPEATED_SIGNAL);
+      return;
+    }
     stopping = true;
     gw.logger.info({ signal, pid: process.pid }, 'shutting down: draining in-flight requests');
     reloads.stop();
     await gw.close();
     process.exit(0);
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  onStopSignals((signal) => void stop(signal));
+}
+
+/** Logged when a stop signal comes again during the drain (a process group signalled, then the primary passing it on; a second Ctrl-C). */
+const REPEATED_SIGNAL = 'already draining: a repeated signal does not cut the drain (SIGKILL does)';
+
+/**
+ * Call `stop` on every SIGTERM and SIGINT, not only the first: a listener
+ * that removed itself would leave the next one to Node's default action,
+ * which kills the process mid-drain. That next one is the usual case: a
+ * signal to the whole process group (systemd's default, `kill -- -PGID`,
+ * Ctrl-C in a terminal) reaches every worker, and the primary passes it on.
+ */
+function onStopSignals(stop: (signal: NodeJS.Signals) => void): void {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stop(signal));
 }
 
 /** Consecutive workers that died before they were serving: after this many, the primary gives up. */
@@ -150,7 +167,10 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
   });
 
   const stop = (signal: NodeJS.Signals) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.info({ signal, pid: process.pid }, REPEATED_SIGNAL);
+      return;
+    }
     stopping = true;
     watch.set(false);
     logger.info({ signal, pid: process.pid }, 'model-gateway primary: stopping workers');
@@ -162,8 +182,7 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
     }, config.server.shutdown_timeout_ms + 5_000).unref();
     if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  onStopSignals(stop);
 }
 
 /** A watch of the config file that can be turned on and off (server.watch_config may change on a reload). */

@@ -101,7 +101,11 @@ export interface Gateway {
   /** The usage store's queue (undefined when storage.usage.enabled is false). */
   readonly usage: UsageRecorder | undefined;
   listen(port?: number, host?: string): Promise<AddressInfo>;
-  /** Stop accepting, let in-flight requests finish until the deadline, then close everything. */
+  /**
+   * Drain (new requests refused with a 503, /healthz 503), let in-flight
+   * requests finish until the deadline, end those still running with their
+   * error, then close everything. Called again, it returns the same drain.
+   */
   close(deadlineMs?: number): Promise<void>;
 }
 
@@ -110,6 +114,8 @@ const ID_RE = /^[\w.:-]{1,128}$/;
 export const CLIENT_CLOSED = 499;
 /** A request whose handler is still running this long after its client left is logged without waiting for it. */
 const LOG_LATE_MS = 1000;
+/** After the shutdown deadline: how long the requests it aborted get to write their error frame or answer. */
+const SHUTDOWN_GRACE_MS = 1000;
 const LISTEN_BACKLOG = 4096;
 
 /** The request path without its query (Koa's `ctx.path`, without parsing the URL for the usual origin-form target). */
@@ -224,7 +230,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const router = new Router();
   let ready = false;
   let draining = false;
-  let inflight = 0; // requests whose response has not closed yet (drained on shutdown)
+  let closing: Promise<void> | undefined;
+  // Requests admitted before the drain began whose response has not closed yet (drained on shutdown).
+  let inflight = 0;
+  // Their upstream calls: aborted, with the shutdown error as the reason, at the shutdown deadline.
+  const aborts = new Set<AbortController>();
 
   // 1. Error mapping and the access log: one place decides what a client sees.
   // (Hot path: the Node request and response are used directly where Koa's
@@ -251,7 +261,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     const done = () => {
       if (--holds === 0) release(gen);
     };
-    inflight++;
+    // A request that arrives while the gateway drains is not waited for: it is refused at once (below).
+    const admitted = !draining;
+    if (admitted) inflight++;
     // The log line is written once the response has closed and the handler
     // has returned (what a stream's writer or a failed attempt records comes
     // after a client left), or LOG_LATE_MS after a close the handler outlives.
@@ -270,7 +282,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     // One close listener per request: abort the upstream call of a client that left, write the log line.
     res.once('close', () => {
       done();
-      inflight--;
+      if (admitted) inflight--;
+      const ac = kctx.state.abort as AbortController | undefined;
+      if (ac) aborts.delete(ac);
       closed = true;
       rec.latency_ms = Math.round((performance.now() - started) * 100) / 100;
       if (res.writableFinished) rec.status = res.statusCode;
@@ -285,6 +299,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       else (late = setTimeout(writeLine, LOG_LATE_MS)).unref();
     });
     try {
+      if (!admitted) {
+        // Draining: the connection closes after this answer; /healthz says so, anything else is refused.
+        res.setHeader('connection', 'close');
+        if (path !== '/healthz') throw errors.shuttingDown('The gateway is shutting down and takes no new requests; retry (another instance will answer).');
+      }
       // A path whose percent-encoding does not decode (`/v1/models/%zz`, `%C0`) names nothing: 400 on every route.
       if (path.includes('%') && !decodes(path)) throw errors.invalid('The request path has malformed percent-encoding.', null, 'invalid_path');
       await next();
@@ -301,6 +320,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       }
       kctx.status = error.status;
       for (const [k, v] of Object.entries(error.headers)) kctx.set(k, v);
+      if (draining) kctx.set('connection', 'close');
       // The endpoint's own error shape; also for a wrong method on its path (405), answered before any handler ran.
       const shape = (kctx.state.errorBody as EndpointSpec['errorBody']) ?? errorShapes.get(path);
       kctx.body = shape ? shape(error, id) : envelope(error);
@@ -370,6 +390,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       // Aborted by the core's close listener when the client leaves first.
       const ac = new AbortController();
       kctx.state.abort = ac;
+      aborts.add(ac);
       if (spec.errorBody) kctx.state.errorBody = spec.errorBody;
       const ctx: RequestContext = {
         id: kctx.state.requestId,
@@ -412,13 +433,15 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         const text = JSON.stringify(out.body);
         kctx.respond = false;
         kctx.status = out.status ?? 200;
-        res.writeHead(out.status ?? 200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+        if (draining) res.setHeader('connection', 'close');
+        res.writeHead(out.status ?? 200, { ...out.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
         res.end(text);
         return;
       }
       kctx.respond = false;
       ctx.record.stream = true;
       releaseConversation(ctx);
+      if (draining) res.setHeader('connection', 'close');
       const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, (err) => {
         const served = config.providers.get(String(ctx.log.provider ?? ''));
         const raw = out.onError(err);
@@ -429,7 +452,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
           logger.error({ err, request_id: ctx.id }, 'stream failed inside the gateway');
         return frame;
       });
-      ctx.log.stream = result;
+      // A Responses stream ends a failure with events of its own (error, response.failed): failed all the same.
+      ctx.log.stream = result === 'completed' && ctx.log.stream_error !== undefined ? 'failed' : result;
     };
     if (spec.method === 'POST' && !spec.path.includes(':') && !spec.path.includes('*')) exactPost.set(spec.path, handler);
     if (spec.method === 'POST') router.post(spec.path, handler);
@@ -543,25 +567,46 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         });
       });
     },
-    async close(deadlineMs = current.config.server.shutdown_timeout_ms) {
-      draining = true;
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());
-      const drained = (async () => {
-        while (inflight > 0) await new Promise((r) => setTimeout(r, 20));
-      })();
-      await Promise.race([drained, deadline]);
-      server.closeAllConnections();
-      await closed;
-      transport.close();
-      for (const spec of specs) await spec.close?.();
-      await current.pipeline.close();
-      if (storeRetry) clearTimeout(storeRetry);
-      // What is queued is written (each write bounded by write_timeout_ms), then the store closes.
-      await recorder?.close();
-      await state.close();
-      logger.flush?.();
+    close(deadlineMs = current.config.server.shutdown_timeout_ms) {
+      closing ??= drain(deadlineMs);
+      return closing;
     },
   };
+
+  /**
+   * Drain: keep listening (so that /healthz answers 503 to a load balancer,
+   * and a new request is refused with a 503 it can retry elsewhere, in
+   * cluster mode as well), close connections as they go idle, and wait for
+   * the requests admitted before it began. At the deadline, those still
+   * running are aborted with the shutdown error as the reason: a stream ends
+   * with its endpoint's error frame, a request not yet answered gets a 503.
+   * SHUTDOWN_GRACE_MS later, whatever is left is closed.
+   */
+  async function drain(deadlineMs: number): Promise<void> {
+    draining = true;
+    const tick = () => new Promise((r) => setTimeout(r, 20));
+    const deadline = performance.now() + deadlineMs;
+    while (inflight > 0 && performance.now() < deadline) {
+      server.closeIdleConnections();
+      await tick();
+    }
+    if (inflight > 0) {
+      const reason = errors.shuttingDown(`The gateway is shutting down: the request was still running at its shutdown deadline (server.shutdown_timeout_ms, ${deadlineMs} ms).`);
+      logger.warn({ requests: inflight, deadline_ms: deadlineMs }, 'shutdown deadline: ending the requests still running');
+      for (const ac of aborts) ac.abort(reason);
+      const grace = performance.now() + SHUTDOWN_GRACE_MS;
+      while (inflight > 0 && performance.now() < grace) await tick();
+    }
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await closed;
+    transport.close();
+    for (const spec of specs) await spec.close?.();
+    await current.pipeline.close();
+    if (storeRetry) clearTimeout(storeRetry);
+    // What is queued is written (each write bounded by write_timeout_ms), then the store closes.
+    await recorder?.close();
+    await state.close();
+    logger.flush?.();
+  }
 }

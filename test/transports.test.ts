@@ -176,6 +176,7 @@ models:
       t.match(events.at(-1), { type: 'response.failed', response: { status: 'failed', error: { code: 'server_error', message: /went silent/ } } });
       t.ok(err === undefined || /went silent/.test(err.message), 'the SDK saw the failure');
       await until(() => slowResponses.requests[0]?.aborted === true, 2000);
+      await until(() => gw.logs.some((l) => l.msg === 'request' && l.path === '/v1/responses' && l.stream === 'failed' && l.stream_error === 'ETIMEDOUT_IDLE'), 2000);
     });
 
     await t.test('a client that disconnects aborts the upstream at once', async (t) => {

@@ -319,7 +319,12 @@ function streamOutcome(
       meterResponse(meter, r, false);
       runFinalizers(ctx, r);
     },
-    errorBody: midStreamError,
+    // The failure becomes events of the stream (error, response.failed): the access log says what it was.
+    errorBody: (err) => {
+      const body = midStreamError(err);
+      ctx.log.stream_error = (err as { code?: string })?.code ?? body.code ?? 'error';
+      return body;
+    },
   };
   const events =
     result.kind === 'native-stream'
