@@ -81,6 +81,7 @@ t.test('sqlite store: directory created, owner-scoped get/delete, replace, persi
   await mem.close();
   // A relative path is resolved against the config directory.
   const rel = openSqliteResponseStore('./rel/r.sqlite', dir);
+  t.equal(await rel.get('resp_none', 'alice'), undefined, 'opened (by its thread) on first use');
   t.ok(existsSync(path.join(dir, 'rel', 'r.sqlite')));
   await rel.close();
 });

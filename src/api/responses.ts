@@ -43,7 +43,7 @@ import {
 import { chatToResponseEvents, nativeResponseEvents, responseFrames, type StreamHooks } from './responses-stream.js';
 import { fitContext, countItems } from './responses-truncate.js';
 import { countInputTokens } from '../count.js';
-import { openSqliteResponseStore, type ResponseStore } from '../store/responses.js';
+import { openSqliteResponseStore, StoreError, type ResponseStore } from '../store/responses.js';
 import { parseListQuery, pageOf, type ListQuery, type Turn } from './responses-items.js';
 
 export function validateResponses(raw: unknown, ctx: RequestContext): Record<string, unknown> {
@@ -66,7 +66,7 @@ class StoreHolder {
   get(ctx: RequestContext): ResponseStore {
     if (this.store) return this.store;
     try {
-      this.store = openSqliteResponseStore(ctx.config.storage.responses_db, ctx.config.dir);
+      this.store = unavailableAs503(openSqliteResponseStore(ctx.config.storage.responses_db, ctx.config.dir, { timeoutMs: ctx.config.storage.responses_timeout_ms }));
     } catch (err) {
       ctx.logger.error({ err, path: ctx.config.storage.responses_db }, 'cannot open the responses store (storage.responses_db)');
       throw new GatewayError(500, 'internal_server_error', 'The response store could not be opened; see the gateway log (storage.responses_db).', { code: 'store_unavailable' });
@@ -79,6 +79,28 @@ class StoreHolder {
     await s?.close();
   }
 }
+
+/**
+ * A store whose reads and deletes that could not complete (locked by another
+ * process, timed out, too many waiting) fail as a 503 the client can retry,
+ * not as a gateway bug. (A write that fails is not an error: see saver.)
+ */
+function unavailableAs503(store: ResponseStore): ResponseStore {
+  const as503 = (err: unknown): never => {
+    if (!(err instanceof StoreError)) throw err;
+    throw new GatewayError(503, 'service_unavailable_error', `The response store did not answer (${err.code === 'STORE_LOCKED' ? 'locked by another connection' : err.code === 'STORE_BUSY' ? 'too many operations waiting' : 'timed out'}); retry.`, { code: 'store_unavailable' });
+  };
+  return {
+    put: (r) => store.put(r),
+    get: (id, owner) => store.get(id, owner).catch(as503),
+    items: (ids, owner) => store.items(ids, owner).catch(as503),
+    delete: (id, owner) => store.delete(id, owner).catch(as503),
+    close: () => store.close(),
+  };
+}
+
+/** The response header of a JSON answer whose response could not be stored (its body says `store: false`). */
+export const STORE_FAILED_HEADER = { 'x-gateway-warning': 'store_failed' } as const;
 
 // Owner: a gateway.yaml key by its name (its secret can be rotated and keep its
 // responses); a GATEWAY_API_KEYS key by its SHA-256, since its positional name
@@ -271,19 +293,26 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
       if (r.usage) ctx.meter.done(fromResponsesUsage(r.usage as Record<string, unknown>, r.output));
       fillUsage(r);
     }
-    await save(r);
+    const stored = await save(r);
     runFinalizers(ctx, r);
-    ctx.outcome = { kind: 'json', body: r };
+    ctx.outcome = stored === false ? { kind: 'json', body: r, headers: { ...STORE_FAILED_HEADER } } : { kind: 'json', body: r };
     return;
   }
 
   ctx.outcome = streamOutcome(ctx, result, { model, previousResponseId: history.length ? (body.previous_response_id ?? null) : null, echo, save });
 }
 
-/** Store a finished response (when the request asked for it and a store is configured). */
-function saver(ctx: RequestContext, o: { store?: ResponseStore; owner: string; model: string; previousResponseId: string | null; input: Item[] }): (r: ResponseObject | Record<string, unknown>) => Promise<void> {
+/**
+ * Store a finished response (when the request asked for it and a store is
+ * configured). True when stored, undefined when not asked. False when the
+ * store failed (locked by another process past storage.responses_timeout_ms, ...):
+ * the client still gets its answer, which then says `store: false` (a
+ * response is never reported as stored when it was not), and the failure is
+ * logged.
+ */
+function saver(ctx: RequestContext, o: { store?: ResponseStore; owner: string; model: string; previousResponseId: string | null; input: Item[] }): (r: ResponseObject | Record<string, unknown>) => Promise<boolean | undefined> {
   return async (r) => {
-    if (!o.store || (r.status !== 'completed' && r.status !== 'incomplete')) return;
+    if (!o.store || (r.status !== 'completed' && r.status !== 'incomplete')) return undefined;
     try {
       await o.store.put({
         id: String(r.id),
@@ -295,9 +324,14 @@ function saver(ctx: RequestContext, o: { store?: ResponseStore; owner: string; m
         output: (r.output as Item[] | undefined) ?? [],
         response: r,
       });
+      return true;
     } catch (err) {
-      // The client still gets its answer; a later previous_response_id to it will 404.
-      ctx.logger.error({ err, request_id: ctx.id }, 'storing the response failed');
+      // The client still gets its answer, marked as not stored; a later previous_response_id to it will 404.
+      const e = err as { code?: string; message?: string };
+      ctx.logger.error({ request_id: ctx.id, response_id: String(r.id), code: e?.code, error: e?.message }, 'storing the response failed: answered with store: false');
+      ctx.log.store_error = e?.code ?? 'error';
+      r.store = false;
+      return false;
     }
   };
 }

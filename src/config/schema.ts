@@ -265,6 +265,12 @@ const StorageSchema = v.strictObject({
   /** SQLite file for stored responses; `:memory:` keeps them in memory. */
   responses_db: v.optional(v.string(), './data/responses.sqlite'),
   /**
+   * Longest an operation of the responses store may take, a wait for
+   * another connection's lock included: a response not stored within it is
+   * answered with `store: false`.
+   */
+  responses_timeout_ms: v.optional(positiveInt, 2_000),
+  /**
    * A PostgreSQL database for usage records (`postgres://user:pass@host:5432/db`);
    * empty or absent: the embedded SQLite file `usage.db`. The shipped
    * gateway.yaml takes it from DATABASE_URL.

@@ -4,10 +4,17 @@
 // the embedded one; the built-in backend is SQLite through `node:sqlite`
 // (built into Node 24: no native addon), in WAL mode so that several worker
 // processes can share one file (https://www.sqlite.org/wal.html).
+//
+// node:sqlite is synchronous: a write that waits for another connection's
+// lock (another process, a backup holding the file) blocked the event loop,
+// and every request of the process with it, for the whole busy timeout. The
+// connection lives in a worker thread (sqlite-worker.ts) instead; this side
+// posts each operation with a deadline and never waits longer than that, and
+// a bounded number of operations may wait at once.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
-import type { StatementSync } from 'node:sqlite';
+import { Worker } from 'node:worker_threads';
+import type { StoreReply, StoreRequest } from './sqlite-worker.js';
 
 /** One stored response: what it was asked (its own input items only) and what it answered. */
 export interface StoredResponse {
@@ -40,125 +47,105 @@ export interface ResponseStore {
   close(): Promise<void>;
 }
 
-interface Row {
-  id: string;
-  owner: string;
-  model: string;
-  created_at: number;
-  previous_response_id: string | null;
-  input: string;
-  output: string;
-  response: string;
+/** A store operation that did not complete: timed out, locked out, queue full, closed, or failed in SQLite. */
+export class StoreError extends Error {
+  constructor(
+    message: string,
+    /** STORE_TIMEOUT, STORE_LOCKED, STORE_BUSY (too many waiting), STORE_CLOSED or STORE_FAILED. */
+    readonly code: string,
+  ) {
+    super(message);
+    this.name = 'StoreError';
+  }
 }
+
+export interface SqliteStoreOptions {
+  /** Longest an operation may take, waiting for a lock included (ms). */
+  timeoutMs?: number;
+  /** Operations that may wait at once; more fail at once with STORE_BUSY. */
+  maxPending?: number;
+}
+
+/** Defaults: a stored response is written in well under a millisecond; 2 s is a lock held by someone else. */
+export const STORE_TIMEOUT_MS = 2_000;
+export const STORE_MAX_PENDING = 1_000;
+/** The worker's answer may trail the operation's deadline by its message; past this margin the caller stops waiting. */
+const REPLY_MARGIN_MS = 250;
 
 /**
  * Open (creating if needed) the SQLite store at `file`; `:memory:` keeps it in
- * the process. A relative path is resolved against `baseDir` (the directory of
- * gateway.yaml), and the directory is created.
+ * the store's thread. A relative path is resolved against `baseDir` (the
+ * directory of gateway.yaml), and the directory is created. The database is
+ * opened by the thread on first use; an open that fails is tried again by the
+ * next operation.
  */
-export function openSqliteResponseStore(file: string, baseDir = process.cwd()): ResponseStore {
+export function openSqliteResponseStore(file: string, baseDir = process.cwd(), opts: SqliteStoreOptions = {}): ResponseStore {
   const memory = file === ':memory:';
   const where = memory ? file : path.resolve(baseDir, file);
   if (!memory) mkdirSync(path.dirname(where), { recursive: true });
-  // Loaded on first use: node:sqlite needs Node >= 22.13, and a gateway that
-  // never stores a response (or `check`/`schema`) must not depend on it.
-  const { DatabaseSync } = createRequire(import.meta.url)('node:sqlite') as typeof import('node:sqlite');
-  const db = new DatabaseSync(where);
-  if (!memory) {
-    db.exec('PRAGMA journal_mode = WAL');
-    db.exec('PRAGMA synchronous = NORMAL');
-  }
-  db.exec('PRAGMA busy_timeout = 5000');
-  db.exec(`CREATE TABLE IF NOT EXISTS responses (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    model TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    previous_response_id TEXT,
-    input TEXT NOT NULL,
-    output TEXT NOT NULL,
-    response TEXT NOT NULL
-  ) STRICT`);
-  // Each stored response's output items by their id, for item_reference inputs.
-  db.exec(`CREATE TABLE IF NOT EXISTS response_items (
-    owner TEXT NOT NULL,
-    id TEXT NOT NULL,
-    response_id TEXT NOT NULL,
-    item TEXT NOT NULL,
-    PRIMARY KEY (owner, id)
-  ) STRICT`);
-  db.exec('CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (owner, response_id)');
-  /** Run `fn` in one transaction: all of its writes, or none. */
-  const transaction = (begin: 'BEGIN' | 'BEGIN IMMEDIATE', fn: () => void) => {
-    db.exec(begin);
-    try {
-      fn();
-      db.exec('COMMIT');
-    } catch (err) {
-      db.exec('ROLLBACK');
-      throw err;
-    }
+  const timeoutMs = opts.timeoutMs ?? STORE_TIMEOUT_MS;
+  const maxPending = opts.maxPending ?? STORE_MAX_PENDING;
+  const pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>();
+  let nextId = 1;
+  let worker: Worker | undefined;
+  let closed = false;
+
+  const settle = (id: number, fn: (p: { resolve(v: unknown): void; reject(e: Error): void }) => void) => {
+    const p = pending.get(id);
+    if (!p) return; // given up on already
+    pending.delete(id);
+    clearTimeout(p.timer);
+    fn(p);
   };
-  // Schema version 1 added response_items: a store written by an earlier
-  // version gets its responses' output items indexed once, on first open
-  // (IMMEDIATE: two workers opening one file do not both do it).
-  transaction('BEGIN IMMEDIATE', () => {
-    if (Number((db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version) >= 1) return;
-    db.exec(`INSERT OR IGNORE INTO response_items (owner, id, response_id, item)
-      SELECT r.owner, json_extract(o.value, '$.id'), r.id, o.value
-      FROM responses AS r, json_each(r.output) AS o
-      WHERE json_type(o.value, '$.id') = 'text' AND json_extract(o.value, '$.id') <> ''`);
-    db.exec('PRAGMA user_version = 1');
-  });
-  const stmts: { put: StatementSync; get: StatementSync; del: StatementSync; putItem: StatementSync; getItem: StatementSync; delItems: StatementSync } = {
-    put: db.prepare(
-      'INSERT OR REPLACE INTO responses (id, owner, model, created_at, previous_response_id, input, output, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-    ),
-    get: db.prepare('SELECT * FROM responses WHERE id = ? AND owner = ?'),
-    del: db.prepare('DELETE FROM responses WHERE id = ? AND owner = ?'),
-    putItem: db.prepare('INSERT OR REPLACE INTO response_items (owner, id, response_id, item) VALUES (?, ?, ?, ?)'),
-    getItem: db.prepare('SELECT item FROM response_items WHERE owner = ? AND id = ?'),
-    delItems: db.prepare('DELETE FROM response_items WHERE owner = ? AND response_id = ?'),
+  const failAll = (err: StoreError) => {
+    for (const id of [...pending.keys()]) settle(id, (p) => p.reject(err));
   };
-  let open = true;
+  const start = (): Worker => {
+    const w = new Worker(new URL('./sqlite-worker.js', import.meta.url), { workerData: { where } });
+    // The thread alone does not keep the process alive: a pending operation's timer does.
+    w.unref();
+    w.on('message', (m: StoreReply) => settle(m.id, (p) => (m.ok ? p.resolve(m.value) : p.reject(new StoreError(`the response store: ${m.message}`, m.code)))));
+    w.on('error', (err) => failAll(new StoreError(`the response store's thread failed: ${err.message}`, 'STORE_FAILED')));
+    w.on('exit', () => {
+      if (worker === w) worker = undefined; // the next operation starts another
+      failAll(new StoreError("the response store's thread stopped", 'STORE_FAILED'));
+    });
+    return w;
+  };
+  const call = <T>(op: StoreRequest['op'], args: unknown[]): Promise<T> => {
+    if (closed) return Promise.reject(new StoreError('the response store is closed', 'STORE_CLOSED'));
+    if (pending.size >= maxPending) return Promise.reject(new StoreError(`the response store has ${pending.size} operations waiting`, 'STORE_BUSY'));
+    worker ??= start();
+    const id = nextId++;
+    const msg: StoreRequest = { id, op, args, deadline: Date.now() + timeoutMs };
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(
+        () => settle(id, (p) => p.reject(new StoreError(`the response store did not answer within ${timeoutMs} ms`, 'STORE_TIMEOUT'))),
+        timeoutMs + REPLY_MARGIN_MS,
+      );
+      pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      worker!.postMessage(msg);
+    });
+  };
+
   return {
-    async put(r) {
-      transaction('BEGIN', () => {
-        stmts.put.run(r.id, r.owner, r.model, r.created_at, r.previous_response_id, JSON.stringify(r.input), JSON.stringify(r.output), JSON.stringify(r.response));
-        stmts.delItems.run(r.owner, r.id); // a replaced response keeps only its new items
-        for (const it of r.output) if (typeof it.id === 'string' && it.id) stmts.putItem.run(r.owner, it.id, r.id, JSON.stringify(it));
-      });
-    },
-    async items(ids, owner) {
-      const found = new Map<string, Record<string, unknown>>();
-      for (const id of new Set(ids)) {
-        const row = stmts.getItem.get(owner, id) as { item: string } | undefined;
-        if (row) found.set(id, JSON.parse(row.item));
-      }
-      return found;
-    },
-    async get(id, owner) {
-      const row = stmts.get.get(id, owner) as Row | undefined;
-      if (!row) return undefined;
-      return {
-        id: row.id,
-        owner: row.owner,
-        model: row.model,
-        created_at: row.created_at,
-        previous_response_id: row.previous_response_id,
-        input: JSON.parse(row.input),
-        output: JSON.parse(row.output),
-        response: JSON.parse(row.response),
-      };
-    },
-    async delete(id, owner) {
-      stmts.delItems.run(owner, id);
-      return Number(stmts.del.run(id, owner).changes) > 0;
-    },
+    put: (r) => call<void>('put', [r]),
+    get: (id, owner) => call<StoredResponse | undefined>('get', [id, owner]),
+    items: (ids, owner) => call<Map<string, Record<string, unknown>>>('items', [ids, owner]),
+    delete: (id, owner) => call<boolean>('delete', [id, owner]),
     async close() {
-      if (!open) return;
-      open = false;
-      db.close();
+      if (closed) return;
+      closed = true;
+      const w = worker;
+      worker = undefined;
+      failAll(new StoreError('the response store is closed', 'STORE_CLOSED'));
+      if (!w) return;
+      // The thread closes the database and ends; one that does not within a second is stopped.
+      const exited = new Promise<void>((r) => w.once('exit', () => r()));
+      w.postMessage({ op: 'close' });
+      const t = setTimeout(() => void w.terminate(), 1000);
+      await exited;
+      clearTimeout(t);
     },
   };
 }

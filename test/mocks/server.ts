@@ -14,6 +14,8 @@ export interface Recorded {
   raw: string;
   /** Set when the client (the gateway) closed the connection before the response ended. */
   aborted: boolean;
+  /** Set when the whole response has been handed to the operating system. */
+  finished: boolean;
 }
 
 export interface Fault {
@@ -83,8 +85,9 @@ export async function startMock(handler: Handler): Promise<MockServer> {
     } catch {
       body = undefined;
     }
-    const rec: Recorded = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams, headers: req.headers, body, raw, aborted: false };
+    const rec: Recorded = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams, headers: req.headers, body, raw, aborted: false, finished: false };
     requests.push(rec);
+    res.on('finish', () => (rec.finished = true));
     res.on('close', () => {
       if (!res.writableFinished) rec.aborted = true;
     });
