@@ -69,6 +69,8 @@ export interface SqliteStoreOptions {
 /** Defaults: a stored response is written in well under a millisecond; 2 s is a lock held by someone else. */
 export const STORE_TIMEOUT_MS = 2_000;
 export const STORE_MAX_PENDING = 1_000;
+/** The store's thread loads in well under a second; on a host too busy to start it within this, operations fail. */
+const STORE_START_MS = 10_000;
 /** The worker's answer may trail the operation's deadline by its message; past this margin the caller stops waiting. */
 const REPLY_MARGIN_MS = 250;
 
@@ -88,6 +90,10 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd(), o
   const pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void; timer: NodeJS.Timeout }>();
   let nextId = 1;
   let worker: Worker | undefined;
+  /** Settles when the thread has loaded (or failed to): an operation's deadline starts then, not while a busy host starts a thread. */
+  let ready: Promise<void> = Promise.resolve();
+  /** Operations waiting for the thread to load (they count toward maxPending). */
+  let starting = 0;
   let closed = false;
 
   const settle = (id: number, fn: (p: { resolve(v: unknown): void; reject(e: Error): void }) => void) => {
@@ -104,18 +110,49 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd(), o
     const w = new Worker(new URL('./sqlite-worker.js', import.meta.url), { workerData: { where } });
     // The thread alone does not keep the process alive: a pending operation's timer does.
     w.unref();
-    w.on('message', (m: StoreReply) => settle(m.id, (p) => (m.ok ? p.resolve(m.value) : p.reject(new StoreError(`the response store: ${m.message}`, m.code)))));
-    w.on('error', (err) => failAll(new StoreError(`the response store's thread failed: ${err.message}`, 'STORE_FAILED')));
+    let loaded: () => void = () => {};
+    let failed: (err: StoreError) => void = () => {};
+    ready = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => failed(new StoreError(`the response store's thread did not start within ${STORE_START_MS} ms`, 'STORE_TIMEOUT')), STORE_START_MS);
+      loaded = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      failed = (err) => {
+        clearTimeout(timer);
+        reject(err);
+      };
+    });
+    ready.catch(() => {});
+    w.on('message', (m: StoreReply | { ready: true }) => {
+      if ('ready' in m) loaded();
+      else settle(m.id, (p) => (m.ok ? p.resolve(m.value) : p.reject(new StoreError(`the response store: ${m.message}`, m.code))));
+    });
+    w.on('error', (err) => {
+      const e = new StoreError(`the response store's thread failed: ${err.message}`, 'STORE_FAILED');
+      failed(e);
+      failAll(e);
+    });
     w.on('exit', () => {
       if (worker === w) worker = undefined; // the next operation starts another
-      failAll(new StoreError("the response store's thread stopped", 'STORE_FAILED'));
+      const e = new StoreError("the response store's thread stopped", 'STORE_FAILED');
+      failed(e);
+      failAll(e);
     });
     return w;
   };
-  const call = <T>(op: StoreRequest['op'], args: unknown[]): Promise<T> => {
-    if (closed) return Promise.reject(new StoreError('the response store is closed', 'STORE_CLOSED'));
-    if (pending.size >= maxPending) return Promise.reject(new StoreError(`the response store has ${pending.size} operations waiting`, 'STORE_BUSY'));
+  const call = async <T>(op: StoreRequest['op'], args: unknown[]): Promise<T> => {
+    if (closed) throw new StoreError('the response store is closed', 'STORE_CLOSED');
+    if (pending.size + starting >= maxPending) throw new StoreError(`the response store has ${pending.size + starting} operations waiting`, 'STORE_BUSY');
     worker ??= start();
+    const w = worker;
+    starting++;
+    try {
+      await ready; // bounded: STORE_START_MS
+    } finally {
+      starting--;
+    }
+    if (closed || worker !== w) throw new StoreError('the response store is closed', 'STORE_CLOSED');
     const id = nextId++;
     const msg: StoreRequest = { id, op, args, deadline: Date.now() + timeoutMs };
     return new Promise<T>((resolve, reject) => {
@@ -124,7 +161,7 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd(), o
         timeoutMs + REPLY_MARGIN_MS,
       );
       pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
-      worker!.postMessage(msg);
+      w.postMessage(msg);
     });
   };
 

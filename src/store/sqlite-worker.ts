@@ -94,6 +94,9 @@ function read(m: StoreRequest, tries = 0): void {
   if (!attempt(m)) setTimeout(() => read(m, tries + 1), RETRY_MS[Math.min(tries, RETRY_MS.length - 1)]);
 }
 
+// Loaded: the gateway's side starts its operations' deadlines from here.
+parentPort!.postMessage({ ready: true });
+
 parentPort!.on('message', (m: StoreRequest | { op: 'close' }) => {
   if (m.op === 'close') {
     if (retry) clearTimeout(retry);
