@@ -16,7 +16,8 @@ import { ProviderState, type CoreServices } from './dispatch.js';
 import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerSecrets, clip } from './errors.js';
 import { pipeFrames } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
-import { listModels, getModel } from './api/models.js';
+import { listModels, getModel, listModelsAnthropic, getModelAnthropic } from './api/models.js';
+import { messagesErrorBody } from './api/messages.js';
 import { newRecord, UsageMeter, modelCost, type RequestRecord } from './usage.js';
 import { UsageRecorder, openUsageBackend } from './store/usage.js';
 import { adminRoutes } from './admin.js';
@@ -365,12 +366,20 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     kctx.body = { status: 'ok' };
   });
 
+  // A client of Anthropic's API (it sends anthropic-version) gets the catalog, and its errors, in that API's shape.
+  const anthropicClient = (kctx: Koa.Context) => {
+    if (kctx.req.headers['anthropic-version'] === undefined) return false;
+    kctx.state.errorBody = messagesErrorBody;
+    return true;
+  };
   router.get('/v1/models', (kctx) => {
-    kctx.body = listModels((kctx.state.gen as Generation).config, kctx.query.status);
+    const config = (kctx.state.gen as Generation).config;
+    kctx.body = anthropicClient(kctx) ? listModelsAnthropic(config, kctx.query) : listModels(config, kctx.query.status);
   });
   router.get('/v1/models/*id', (kctx) => {
     // The router has decoded the id once (`openai%2Fgpt-4.1` is `openai/gpt-4.1`); decoding again would read `%252F` as `/`.
-    kctx.body = getModel((kctx.state.gen as Generation).config, String(kctx.params.id));
+    const config = (kctx.state.gen as Generation).config;
+    kctx.body = anthropicClient(kctx) ? getModelAnthropic(config, String(kctx.params.id)) : getModel(config, String(kctx.params.id));
   });
 
   const specs: EndpointSpec[] = [

@@ -495,3 +495,20 @@ t.test('OpenAI-compatible target (vLLM, Ollama...): translated, streamed tool ca
   t.ok(n.input_tokens > 0);
   t.equal(oai.requests.length, 1, 'counted locally: OpenAI-compatible servers have no counting endpoint in common');
 });
+
+t.test("The catalog in the Models API's shape for Anthropic clients (models.list, models.retrieve)", async (t) => {
+  const ids: string[] = [];
+  for await (const m of client.models.list({ limit: 2 })) {
+    t.match(m, { type: 'model', id: String, display_name: String, created_at: String });
+    ids.push(m.id);
+  }
+  const serving = [SONNET, 'anthropic/claude-broken', 'openai/gpt-4.1-mini', 'openai/gpt-5-mini', 'openai/slow', 'vllm/served-model', 'google/gemini-2.5-flash'];
+  t.same([...ids].sort(), [...serving].sort(), 'every model that serves messages, across pages; none other');
+  t.same(await client.models.retrieve('claude-sonnet-4-5-20250929'), { type: 'model', id: SONNET, display_name: SONNET, created_at: '1970-01-01T00:00:00.000Z' });
+  await t.rejects(client.models.retrieve('no/such'), Anthropic.NotFoundError);
+  const bad = await fetch(`${gw.url}/v1/models?limit=0`, { headers: { 'anthropic-version': '2023-06-01' } });
+  t.equal(bad.status, 400);
+  t.match(await bad.json(), { type: 'error', error: { type: 'invalid_request_error', message: /limit/ } });
+  const openaiShape = (await (await fetch(`${gw.url}/v1/models`)).json()) as Any;
+  t.equal(openaiShape.object, 'list', 'without anthropic-version: the OpenAI shape');
+});
