@@ -512,3 +512,11 @@ t.test("The catalog in the Models API's shape for Anthropic clients (models.list
   const openaiShape = (await (await fetch(`${gw.url}/v1/models`)).json()) as Any;
   t.equal(openaiShape.object, 'list', 'without anthropic-version: the OpenAI shape');
 });
+
+t.test("The SDK's beta API (Claude Code's): ?beta=true, betas as anthropic-beta", async (t) => {
+  const r = await client.beta.messages.create({ model: SONNET, max_tokens: 50, betas: ['interleaved-thinking-2025-05-14'], messages: [{ role: 'user', content: 'Hi beta' }] });
+  t.match(r.content, [{ type: 'text', text: 'Echo: Hi beta' }]);
+  t.equal(anth.requests[0].headers['anthropic-beta'], 'interleaved-thinking-2025-05-14');
+  const n = await client.beta.messages.countTokens({ model: 'openai/gpt-4.1-mini', betas: ['token-counting-2024-11-01'], messages: [{ role: 'user', content: 'Hi beta' }] });
+  t.ok(n.input_tokens > 0);
+});
