@@ -458,7 +458,7 @@ t.test('Translated requests: every Messages field mapped, or dropped with a note
 
 t.test('A silent upstream gets pings; a client that leaves cancels the upstream', async (t) => {
   const before = PING_INTERVAL_MS.value;
-  PING_INTERVAL_MS.value = 15;
+  PING_INTERVAL_MS.value = 5; // the slow upstream pauses 40 ms between events: several silent intervals each
   t.teardown(() => void (PING_INTERVAL_MS.value = before));
   const r = await raw('/v1/messages', { model: 'openai/slow', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'one two three four' }] });
   const evs = events(r.text);
