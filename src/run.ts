@@ -26,6 +26,7 @@ import type { BuiltinRegistry } from './pipeline.js';
 import { createGateway, type EndpointSpec, type Gateway } from './server.js';
 import { createLogger } from './log.js';
 import { reloadGateway, watchConfigFile } from './reload.js';
+import { serveClusterMetrics } from './metrics.js';
 import { defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS, workerExecArgv } from './node-flags.js';
 
 /** Set RUNTIME_V8_FLAGS (those the operator left alone) on this process; returns the flags set. */
@@ -99,6 +100,8 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
   if (lacking.length) logger.warn({ node_flags: lacking }, LACKING_FLAGS);
   if (config.storage.responses_db === ':memory:')
     logger.warn({ workers: count }, "storage.responses_db is ':memory:' with several workers: each worker keeps its own stored responses, so GET /v1/responses/{id} and previous_response_id only find responses the same worker stored; use a file (shared in WAL mode) or workers: 1");
+  // One scrape of /metrics, whichever worker serves it, shows every worker's metrics (src/metrics.ts).
+  if (config.telemetry.metrics.enabled) serveClusterMetrics();
   const serving = new WeakSet<Worker>();
   let earlyDeaths = 0;
   let stopping = false;

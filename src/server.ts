@@ -20,7 +20,8 @@ import { listModels, getModel, listModelsAnthropic, getModelAnthropic } from './
 import { messagesErrorBody } from './api/messages.js';
 import { newRecord, UsageMeter, modelCost, type RequestRecord } from './usage.js';
 import { UsageRecorder, openUsageBackend } from './store/usage.js';
-import { adminRoutes } from './admin.js';
+import { adminRoutes, adminKeyName } from './admin.js';
+import { createMetrics } from './metrics.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
 import type { RouteSlot } from './plugin.js';
@@ -356,6 +357,20 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   adminRoutes(router, () => current.config, () => recorder?.backend);
+
+  // Prometheus metrics (src/metrics.ts), fed by each request's record. The path
+  // and whether it is served take effect at start-up; require_admin_key follows reloads.
+  const metricsOpts = opts.config.telemetry.metrics;
+  if (metricsOpts.enabled) {
+    const metrics = createMetrics({ config: () => current.config, health, inflight: () => inflight, usage: recorder });
+    recordSinks.push(metrics.record);
+    router.get(metricsOpts.path, async (kctx) => {
+      if (current.config.telemetry.metrics.require_admin_key) kctx.state.log.admin_key = adminKeyName(kctx, current.config);
+      const text = await metrics.text();
+      kctx.set('content-type', metrics.contentType);
+      kctx.body = text;
+    });
+  }
 
   router.get('/healthz', (kctx) => {
     if (!ready || draining) {

@@ -131,6 +131,7 @@ export interface GatewayConfig {
   routing: RawConfig['routing'];
   storage: RawConfig['storage'];
   state: RawConfig['state'];
+  telemetry: RawConfig['telemetry'];
   keys: ClientKey[];
   adminKeys: AdminKey[];
   providers: Map<string, ProviderConfig>;
@@ -402,6 +403,7 @@ function resolve(
     routing: raw.routing,
     storage: raw.storage,
     state: raw.state,
+    telemetry: raw.telemetry,
     keys,
     adminKeys,
     providers,

@@ -286,6 +286,20 @@ const AdminKeySchema = v.strictObject({
   sha256: v.pipe(v.string(), v.regex(/^[a-f0-9]{64}$/i, 'must be a 64-character hex SHA-256 digest')),
 });
 
+const TelemetrySchema = v.strictObject({
+  /** Prometheus metrics (docs/observability.md#metrics). */
+  metrics: v.optional(
+    v.strictObject({
+      enabled: v.optional(v.boolean(), true),
+      /** Where Prometheus scrapes. */
+      path: v.optional(v.pipe(v.string(), v.regex(/^\/[A-Za-z0-9._~/-]*$/, "must be a path such as '/metrics'")), '/metrics'),
+      /** Require an admin key (admin_keys, GATEWAY_ADMIN_KEY) as a Bearer token to scrape. Default: open (the metrics hold no user data and no secret). */
+      require_admin_key: v.optional(v.boolean(), false),
+    }),
+    {},
+  ),
+});
+
 export const ConfigSchema = v.strictObject({
   $schema: v.optional(v.string()),
   server: v.optional(ServerSchema, {}),
@@ -302,6 +316,7 @@ export const ConfigSchema = v.strictObject({
   aliases: v.optional(v.record(v.string(), modelId), {}),
   routing: v.optional(RoutingSchema, {}),
   storage: v.optional(StorageSchema, {}),
+  telemetry: v.optional(TelemetrySchema, {}),
   /** Pipeline plugins, in order. Absent: the built-in pipeline. */
   plugins: PluginsSchema,
 });

@@ -1,0 +1,277 @@
+// GET /metrics: Prometheus metrics (prom-client), names following the
+// OpenTelemetry GenAI semantic conventions where they exist
+// (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/), and
+// the gateway's own. Fed from each request's record when its response closes
+// (src/usage.ts), so the hot path pays nothing more; labels come from the
+// config only (model ids, provider names, endpoints, fixed vocabularies):
+// never a user, session or request id. With several workers (node:cluster),
+// the primary aggregates every worker's registry for each scrape
+// (prom-client's AggregatorRegistry). docs/observability.md, "Metrics".
+import cluster from 'node:cluster';
+import client, { AggregatorRegistry, Registry } from 'prom-client';
+import type { GatewayConfig } from './config/load.js';
+import type { Endpoint } from './config/schema.js';
+import type { Health } from './dispatch.js';
+import { regionOf, UPSTREAM_ERROR_TYPES } from './dispatch.js';
+import type { RequestRecord } from './usage.js';
+import type { UsageRecorder } from './store/usage.js';
+import { reloadCounts } from './reload.js';
+
+/** gen_ai.operation.name for each endpoint. */
+const OPERATION: Record<Endpoint, string> = { chat_completions: 'chat', responses: 'chat', messages: 'chat', images_generations: 'generate_content' };
+
+/** gen_ai.provider.name for the built-in families (semantic conventions' values); another family is named as it is. */
+const PROVIDER_NAME: Record<string, string> = {
+  openai: 'openai',
+  azure: 'azure.ai.openai',
+  anthropic: 'anthropic',
+  google: 'gcp.gemini',
+  vertex: 'gcp.vertex_ai',
+  bedrock: 'aws.bedrock',
+};
+
+// Bucket boundaries the GenAI semantic conventions advise.
+const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
+const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+const TOKEN_KINDS = ['input', 'cached_input', 'cache_write', 'input_image', 'output', 'reasoning', 'output_image'] as const;
+
+export interface MetricsSources {
+  /** The config in force (a reload swaps it). */
+  config(): GatewayConfig;
+  health: Health;
+  inflight(): number;
+  usage?: UsageRecorder;
+}
+
+export interface GatewayMetrics {
+  registry: Registry;
+  /** A finished request's record (a RecordSink). */
+  record(r: RequestRecord): void;
+  /** The exposition text: with several workers, every worker's metrics aggregated. */
+  text(): Promise<string>;
+  contentType: string;
+}
+
+const statusClass = (s: number) => (s >= 100 && s < 600 ? `${Math.floor(s / 100)}xx` : 'other');
+
+export function createMetrics(src: MetricsSources): GatewayMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  client.collectDefaultMetrics({ register: registry });
+
+  const genAi = ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model'] as const;
+  const tokenUsage = new client.Histogram({
+    name: 'gen_ai_client_token_usage',
+    help: 'Tokens used per request, by type (input, output): GenAI semantic conventions, gen_ai.client.token.usage.',
+    labelNames: [...genAi, 'gen_ai_token_type'],
+    buckets: TOKEN_BUCKETS,
+    registers,
+  });
+  const duration = new client.Histogram({
+    name: 'gen_ai_client_operation_duration_seconds',
+    help: 'Duration of requests that reached a model, to the end of the response (gen_ai.client.operation.duration); error_type set on failures.',
+    labelNames: [...genAi, 'error_type'],
+    buckets: DURATION_BUCKETS,
+    registers,
+  });
+  const ttft = new client.Histogram({
+    name: 'gen_ai_server_time_to_first_token_seconds',
+    help: 'Time to the first streamed event of a successful stream (gen_ai.server.time_to_first_token, as the gateway sees it).',
+    labelNames: [...genAi],
+    buckets: TTFT_BUCKETS,
+    registers,
+  });
+  const requests = new client.Counter({
+    name: 'gateway_requests_total',
+    help: 'Requests to the model endpoints, by endpoint, model (the catalog model that served or was tried last; empty before one was chosen), provider and status class.',
+    labelNames: ['endpoint', 'model', 'provider', 'status_class'],
+    registers,
+  });
+  const tokens = new client.Counter({
+    name: 'gateway_tokens_total',
+    help: 'Tokens by kind (input and output count all; the other kinds are parts of them).',
+    labelNames: ['model', 'provider', 'type'],
+    registers,
+  });
+  const images = new client.Counter({ name: 'gateway_images_total', help: 'Images generated.', labelNames: ['model', 'provider'], registers });
+  const searches = new client.Counter({ name: 'gateway_web_searches_total', help: 'Web searches providers ran for requests (server-side tool use).', labelNames: ['model', 'provider'], registers });
+  const cost = new client.Counter({ name: 'gateway_cost_usd_total', help: 'Cost in USD of the requests whose cost is known (catalog pricing).', labelNames: ['model', 'provider'], registers });
+  const unpriced = new client.Counter({ name: 'gateway_unpriced_requests_total', help: 'Requests with usage but no cost (a kind used without a catalog price).', labelNames: ['model', 'provider'], registers });
+  const partial = new client.Counter({ name: 'gateway_partial_usage_total', help: 'Streams cut or abandoned before their final usage: their usage is what was seen so far.', labelNames: ['model', 'provider'], registers });
+  const fallbacks = new client.Counter({ name: 'gateway_fallbacks_total', help: 'Times a request moved on to another target after one failed.', labelNames: ['endpoint', 'model'], registers });
+  const upstreamErrors = new client.Counter({
+    name: 'gateway_upstream_errors_total',
+    help: `Failed upstream calls, by provider and error type (${UPSTREAM_ERROR_TYPES.join(', ')}).`,
+    labelNames: ['provider', 'error_type'],
+    registers,
+  });
+  const overhead = new client.Histogram({
+    name: 'gateway_overhead_seconds',
+    help: 'Time to first byte spent in the gateway itself (not waiting on upstream calls), for requests a model answered.',
+    labelNames: ['endpoint'],
+    buckets: OVERHEAD_BUCKETS,
+    registers,
+  });
+  new client.Gauge({
+    name: 'gateway_inflight_requests',
+    help: 'Requests whose response has not closed yet.',
+    registers,
+    collect() {
+      this.set(src.inflight());
+    },
+  });
+  new client.Gauge({
+    name: 'gateway_provider_cooldown',
+    help: '1 while a deployment is in cool-down after consecutive failures (routing skips it), else 0.',
+    labelNames: ['model', 'provider', 'region', 'deployment'],
+    aggregator: 'max',
+    registers,
+    collect() {
+      this.reset();
+      const config = src.config();
+      for (const m of config.models.values())
+        for (const d of m.deployments) {
+          const p = config.providers.get(d.provider);
+          if (!p) continue;
+          const region = regionOf(d, p);
+          this.set({ model: m.id, provider: p.name, region, deployment: d.model }, src.health.isCooling(m.id, d, region) ? 1 : 0);
+        }
+    },
+  });
+  new client.Counter({
+    name: 'gateway_config_reloads_total',
+    help: 'Reloads of gateway.yaml, by result (success, failure).',
+    labelNames: ['result'],
+    registers,
+    collect() {
+      this.reset();
+      for (const [result, n] of Object.entries(reloadCounts())) this.inc({ result }, n);
+    },
+  });
+  if (src.usage) {
+    const u = src.usage;
+    new client.Counter({
+      name: 'gateway_usage_records_dropped_total',
+      help: 'Usage records dropped: the queue was full or the store failed or was too slow.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(u.stats.dropped);
+      },
+    });
+    new client.Gauge({
+      name: 'gateway_usage_queue_length',
+      help: 'Usage records waiting to be written.',
+      registers,
+      collect() {
+        this.set(u.stats.queued);
+      },
+    });
+  }
+
+  const familyOf = (provider: string | undefined) => (provider ? src.config().providers.get(provider)?.family : undefined);
+
+  function record(r: RequestRecord): void {
+    const model = r.model ?? '';
+    const provider = r.provider ?? '';
+    requests.inc({ endpoint: r.endpoint, model, provider, status_class: statusClass(r.status) });
+    for (const e of r.upstream_errors ?? []) upstreamErrors.inc({ provider: e.provider, error_type: e.type });
+    if (r.fallbacks) fallbacks.inc({ endpoint: r.endpoint, model: r.requested_model ?? model }, r.fallbacks);
+    if (!r.attempts) return;
+    const family = familyOf(r.provider) ?? '';
+    const g = { gen_ai_operation_name: OPERATION[r.endpoint] ?? r.endpoint, gen_ai_provider_name: PROVIDER_NAME[family] ?? family, gen_ai_request_model: model };
+    // error.type kept low-cardinality: the HTTP status of a failure, `stream_error` for a stream that broke.
+    const errorType = r.status >= 400 ? String(r.status) : r.error_type && r.error_type !== 'client_closed' ? 'stream_error' : '';
+    duration.observe({ ...g, error_type: errorType }, r.latency_ms / 1000);
+    const ok = r.status < 400;
+    if (ok && r.stream && r.ttfb_ms !== undefined) ttft.observe(g, r.ttfb_ms / 1000);
+    if (ok && r.ttfb_ms !== undefined) overhead.observe({ endpoint: r.endpoint }, Math.max(0, r.ttfb_ms - r.upstream_ms) / 1000);
+    const u = r.usage;
+    if (!u) return;
+    tokenUsage.observe({ ...g, gen_ai_token_type: 'input' }, u.input_tokens);
+    tokenUsage.observe({ ...g, gen_ai_token_type: 'output' }, u.output_tokens);
+    const mp = { model, provider };
+    const kinds: Record<(typeof TOKEN_KINDS)[number], number> = {
+      input: u.input_tokens,
+      cached_input: u.cached_input_tokens,
+      cache_write: u.cache_write_tokens,
+      input_image: u.input_image_tokens,
+      output: u.output_tokens,
+      reasoning: u.reasoning_tokens,
+      output_image: u.output_image_tokens,
+    };
+    for (const k of TOKEN_KINDS) if (kinds[k]) tokens.inc({ ...mp, type: k }, kinds[k]);
+    if (u.images) images.inc(mp, u.images);
+    if (u.web_searches) searches.inc(mp, u.web_searches);
+    if (r.cost_usd !== null) cost.inc(mp, r.cost_usd);
+    else unpriced.inc(mp);
+    if (r.usage_source === 'partial') partial.inc(mp);
+  }
+
+  if (cluster.isWorker) joinCluster(registry);
+  return {
+    registry,
+    record,
+    contentType: registry.contentType,
+    text: () => (cluster.isWorker ? clusterText(registry) : registry.metrics()),
+  };
+}
+
+// ---------------------------------------------------------------- several workers
+
+let listening = false;
+let nextId = 0;
+const waiting = new Map<number, { resolve(text: string): void; timer: NodeJS.Timeout }>();
+
+/**
+ * In a worker: answer the primary's requests for this worker's metrics
+ * (prom-client's own messages, from AggregatorRegistry.setRegistries), and
+ * take the primary's aggregated text for the scrapes this worker serves.
+ */
+function joinCluster(registry: Registry): void {
+  AggregatorRegistry.setRegistries([registry]);
+  if (listening) return;
+  listening = true;
+  // Constructed for its side effect: it makes this worker answer the primary's metric requests.
+  new AggregatorRegistry();
+  process.on('message', (m: { gatewayMetricsText?: { id: number; text: string } }) => {
+    const reply = m?.gatewayMetricsText;
+    const w = reply && waiting.get(reply.id);
+    if (!w) return;
+    waiting.delete(reply.id);
+    clearTimeout(w.timer);
+    w.resolve(reply.text);
+  });
+}
+
+/**
+ * A scrape served by a worker: the primary aggregates every worker's metrics.
+ * Without its answer within 5 s (or with an empty one), this worker's own.
+ */
+function clusterText(registry: Registry): Promise<string> {
+  const id = ++nextId;
+  return new Promise<string>((resolve) => {
+    const timer = setTimeout(() => {
+      waiting.delete(id);
+      resolve('');
+    }, 5_000);
+    waiting.set(id, { resolve, timer });
+    process.send?.({ gatewayMetrics: { id } });
+  }).then((text) => text || registry.metrics());
+}
+
+/** In the primary: aggregate the workers' metrics for a worker that serves a scrape. */
+export function serveClusterMetrics(): void {
+  const aggregator = new AggregatorRegistry();
+  cluster.on('message', (worker, m: { gatewayMetrics?: { id: number } }) => {
+    const ask = m?.gatewayMetrics;
+    if (!ask) return;
+    aggregator
+      .clusterMetrics()
+      .then((text) => worker.send({ gatewayMetricsText: { id: ask.id, text } }))
+      .catch(() => worker.send({ gatewayMetricsText: { id: ask.id, text: '' } }));
+  });
+}
