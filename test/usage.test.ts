@@ -243,11 +243,12 @@ t.test('a stream the client abandons keeps the usage seen so far, marked partial
   const long = Array.from({ length: 60 }, (_, i) => `word${i}`).join(' ');
   const messages = [{ role: 'user' as const, content: long }];
   const whole = await client.chat.completions.create({ model, messages });
-  gem.fail({ frameDelayMs: 40 });
+  // Two events, then the upstream goes quiet (the connection stays open): the client gives up.
+  gem.fail({ silentAfterEvents: 2 });
   const ac = new AbortController();
   const s = await client.chat.completions.create({ model, messages, stream: true }, { signal: ac.signal }).withResponse();
-  const n = await readThenAbort(s.data, ac, 2);
-  t.equal(n, 2, 'the client left after 2 chunks');
+  const n = await readThenAbort(s.data, ac, 1);
+  t.ok(n >= 1, `the client left after ${n} chunk(s)`);
   const rec = await recordOf(s.response.headers.get('x-request-id')!);
   t.equal(rec.usage_source, 'partial');
   t.equal(rec.error_type, 'client_closed');
