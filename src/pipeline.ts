@@ -146,9 +146,16 @@ export interface LoadedPipeline {
   plugins: PipelinePlugin[];
   providers: Map<string, ProviderPlugin>;
   /**
+   * Every plugin's `beforeBody` hook, in order, on the headers alone: the
+   * core calls it before it reads the body, so a refused request (no key)
+   * costs no body read and no parse. Undefined (nothing to await) when every
+   * hook returned synchronously.
+   */
+  beforeBody(ctx: RequestContext): void | Promise<void>;
+  /**
    * Run the pipeline. `validate` runs just before the route plugin: plugins
-   * ahead of it (auth, analytics) see the raw JSON body, so an unauthenticated
-   * request gets its 401 before any 400 about its body.
+   * ahead of it (analytics) see the raw JSON body, and a body the core could
+   * not read is answered there, after their own errors.
    */
   run(ctx: RequestContext, validate: () => void, terminal: () => Promise<void>): Promise<void>;
   prepare<T extends Record<string, unknown>>(ctx: RequestContext, attempt: AttemptInfo, request: T): T;
@@ -159,10 +166,11 @@ function validatePipelinePlugin(p: unknown, where: string): PipelinePlugin {
   if (!p || typeof p !== 'object') throw new PluginError(`${where}: a plugin must be an object, got ${typeof p}`, 'PLUGIN_INVALID');
   const pl = p as PipelinePlugin;
   if (typeof pl.name !== 'string' || !pl.name) throw new PluginError(`${where}: a plugin needs a string \`name\``, 'PLUGIN_INVALID');
-  for (const fn of ['init', 'handle', 'prepareAttempt', 'close'] as const) {
+  for (const fn of ['init', 'beforeBody', 'handle', 'prepareAttempt', 'close'] as const) {
     if (pl[fn] !== undefined && typeof pl[fn] !== 'function') throw new PluginError(`${where} (${pl.name}): \`${fn}\` must be a function`, 'PLUGIN_INVALID');
   }
-  if (!pl.handle && !pl.prepareAttempt) throw new PluginError(`${where} (${pl.name}): a plugin needs \`handle\` or \`prepareAttempt\``, 'PLUGIN_INVALID');
+  if (!pl.handle && !pl.prepareAttempt && !pl.beforeBody)
+    throw new PluginError(`${where} (${pl.name}): a plugin needs \`handle\`, \`beforeBody\` or \`prepareAttempt\``, 'PLUGIN_INVALID');
   if (pl.needs !== undefined && (!Array.isArray(pl.needs) || pl.needs.some((n) => typeof n !== 'string')))
     throw new PluginError(`${where} (${pl.name}): \`needs\` must be an array of plugin names`, 'PLUGIN_INVALID');
   return pl;
@@ -223,11 +231,22 @@ async function composePipeline(config: GatewayConfig, registry: BuiltinRegistry,
   if (!plugins.some((p) => p.name === 'route')) throw new PluginError('the pipeline has no "route" plugin: requests could not be routed', 'PLUGIN_MISSING_ROUTE');
 
   const handlers = plugins.filter((p) => p.handle);
+  const gates = plugins.filter((p) => p.beforeBody);
   const preparers = plugins.filter((p) => p.prepareAttempt);
 
   return {
     plugins,
     providers,
+    beforeBody(ctx) {
+      for (let i = 0; i < gates.length; i++) {
+        const pending = gates[i].beforeBody!(ctx);
+        // An async hook: the rest wait for it, in order.
+        if (pending && typeof pending.then === 'function')
+          return pending.then(async () => {
+            for (const g of gates.slice(i + 1)) await g.beforeBody!(ctx);
+          });
+      }
+    },
     run(ctx, validate, terminal) {
       let validated = false;
       const step = (i: number): Promise<void> => {

@@ -100,6 +100,13 @@ export interface PipelinePlugin {
   needs?: string[];
   /** Called once at start-up with the plugin's options from gateway.yaml. */
   init?(api: PluginInitApi): void | Promise<void>;
+  /**
+   * Runs on the request line and headers alone, before the core reads a byte
+   * of the body (`ctx.body` is `{}`), in pipeline order, before any `handle`.
+   * Throw (a GatewayError) to refuse the request: its body is then never
+   * read or parsed and its connection is closed. Authentication belongs here.
+   */
+  beforeBody?(ctx: RequestContext): void | Promise<void>;
   /** Middleware around the rest of the pipeline and the upstream call. */
   handle?(ctx: RequestContext, next: () => Promise<void>): Promise<void>;
   /** Rewrite the request for one attempt. Must be pure: return a new object, never mutate. */

@@ -45,14 +45,6 @@ function releaseConversation(ctx: RequestContext): void {
   ctx.body = body;
 }
 
-/** The body the body reader parsed, taken off the Koa request so that the request context holds the only reference. */
-function takeBody(kctx: Koa.Context): Record<string, unknown> {
-  const req = kctx.request as unknown as { body?: Record<string, unknown> };
-  const body = req.body ?? {};
-  req.body = undefined;
-  return body;
-}
-
 /** An ingress endpoint: how to validate its body and what its terminal step does. */
 export interface EndpointSpec {
   endpoint: Endpoint;
@@ -126,6 +118,16 @@ function pathOf(kctx: Koa.Context): string {
   if (url.charCodeAt(0) !== 47 /* / */) return kctx.path;
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
+}
+
+/**
+ * Answered before its body was read (refused on its headers, an unknown path,
+ * a body over the limit or past its deadline): close the connection after the
+ * answer. Keeping it would mean reading, or waiting for, the rest of a body
+ * that may be large or trickling, for a client the gateway has already turned away.
+ */
+function closeIfUnread(kctx: Koa.Context): void {
+  if (!kctx.req.complete && !kctx.res.headersSent) kctx.res.setHeader('connection', 'close');
 }
 
 function decodes(path: string): boolean {
@@ -331,30 +333,15 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (closed) writeLine();
       done();
     }
+    closeIfUnread(kctx);
   });
 
-  // 2. Body: JSON only, with a size limit and a read deadline (408); src/body.ts.
-  // A body the client got wrong (400, 408, 413, 415) is answered where the
-  // endpoint validates it, after the plugins ahead of validation: an
-  // unauthenticated client gets its 401, never a word about its body. (A path
-  // no endpoint serves answers 404 or 405 whatever its body.)
-  app.use(async (kctx, next) => {
-    if (kctx.req.method !== 'POST') return next();
-    if (draining) kctx.res.setHeader('connection', 'close');
-    let body: unknown;
-    try {
-      body = await readJsonBody(kctx.req, (kctx.state.gen as Generation).bodyOptions);
-      if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
-    } catch (err) {
-      // The rest of an unread body would stall the connection: close it after the answer.
-      if (!kctx.req.complete) kctx.res.setHeader('connection', 'close');
-      if (!(err instanceof GatewayError)) throw err;
-      kctx.state.bodyError = err;
-      body = undefined;
-    }
-    (kctx.request as unknown as { body: unknown }).body = body;
-    return next();
-  });
+  // The body (JSON only, with a size limit and a read deadline; src/body.ts)
+  // is read by the endpoint's handler, after the plugins' beforeBody hooks
+  // (auth) have accepted the request's headers: a request without a valid key
+  // costs no body read and no parse. A path no endpoint serves answers 404 or
+  // 405 without reading its body either; either way the connection closes
+  // when a body is left unread (closeIfUnread).
 
   adminRoutes(router, () => current.config, () => recorder?.backend);
 
@@ -426,9 +413,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         signal: ac.signal,
         config,
         logger,
-        // The parsed body moves to ctx (validation then replaces it with its output):
-        // nothing else keeps it, so a long stream does not hold a second copy.
-        body: takeBody(kctx),
+        // Empty until the headers are accepted; then the parsed body, which
+        // validation replaces with its output: nothing else keeps it, so a long
+        // stream does not hold a second copy.
+        body: {},
         state: {},
         log: kctx.state.log,
         debug: { normalizations: [], deprecations: [] },
@@ -438,7 +426,23 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         meter: new UsageMeter(),
       };
       if (metered) kctx.state.metered = ctx;
-      const bodyError = kctx.state.bodyError as GatewayError | undefined;
+      // Headers first (auth): a refused request's body is never read.
+      const gate = pipeline.beforeBody(ctx);
+      if (gate) await gate;
+      let bodyError: GatewayError | undefined;
+      if (req.method === 'POST') {
+        if (draining) res.setHeader('connection', 'close');
+        // A body the client got wrong (400, 408, 413, 415) is answered where the
+        // endpoint validates it, after the errors of the plugins ahead of validation.
+        try {
+          const body = await readJsonBody(req, (kctx.state.gen as Generation).bodyOptions);
+          if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
+          ctx.body = body as Record<string, unknown>;
+        } catch (err) {
+          if (!(err instanceof GatewayError)) throw err;
+          bodyError = err;
+        }
+      }
       const run = () => spec.terminal(ctx, core, pipeline, kctx.params ?? {});
       await pipeline.run(
         ctx,

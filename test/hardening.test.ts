@@ -4,6 +4,7 @@
 // field, long values quoted whole, upstream addresses in errors, malformed
 // percent-encoding answered with a 500 and a stack trace.
 import t from 'tap';
+import net from 'node:net';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
@@ -147,4 +148,62 @@ t.test('malformed percent-encoding in any path: 400 envelope, no stack trace in 
   t.equal(once.status, 200);
   const twice = await fetch(`${gw.baseURL}/models/openai%252Fgpt-4.1-mini`);
   t.equal(twice.status, 404, 'a percent-encoded percent sign is not decoded twice');
+});
+
+/**
+ * A raw HTTP/1.1 exchange: the request head and the first part of its body,
+ * the rest never sent and the socket never ended by the client. It resolves
+ * when the socket closes, which only the gateway can make happen.
+ */
+function rawExchange(port: number, head: string, partialBody: string): Promise<{ status: number; headers: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let data = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (c) => (data += c));
+    sock.on('error', () => {
+      /* a reset after the answer: the gateway dropped the connection */
+    });
+    sock.on('close', () => {
+      const at = data.indexOf('\r\n\r\n');
+      if (at === -1) return reject(new Error(`no response: ${JSON.stringify(data)}`));
+      const headers = data.slice(0, at);
+      resolve({ status: Number(headers.split(' ')[1]), headers: headers.toLowerCase(), body: data.slice(at + 4) });
+    });
+    sock.write(head + '\r\n\r\n' + partialBody);
+  });
+}
+
+t.test('a request without a valid key: 401 from its headers, its body never read, its connection closed', async (t) => {
+  // A slow-body deadline long enough that only an answer from the headers can end these exchanges.
+  const g = await startGateway(openAIConfig(mock.url, 'server: { body_timeout_ms: 600000 }'));
+  t.teardown(() => g.close());
+  const port = Number(new URL(g.url).port);
+  for (const [what, auth] of [
+    ['no key', ''],
+    ['an unknown key', 'authorization: Bearer gw-nope-nope-nope-000\r\n'],
+    ['a malformed header', 'authorization: Basic abc\r\n'],
+  ] as const) {
+    for (const path of ['/v1/chat/completions', '/v1/responses', '/v1/images/generations', '/v1/responses/input_tokens']) {
+      // 20 MB announced, a few bytes sent, the connection left open: the answer
+      // can only come from the headers, and the close only from the gateway.
+      const r = await rawExchange(port, `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n${auth}content-length: 20000000`, '[{},{},{},');
+      t.equal(r.status, 401, `${what} ${path}: 401`);
+      t.equal(JSON.parse(r.body.slice(r.body.indexOf('{'))).error.type, 'authentication_error', `${what} ${path}: the envelope`);
+      t.match(r.headers, /\r\nconnection: close/, `${what} ${path}: Connection: close`);
+    }
+  }
+  // A chunked body trickling in: the same.
+  const chunked = await rawExchange(port, 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked', '5\r\n[{},{\r\n');
+  t.equal(chunked.status, 401);
+  t.match(chunked.headers, /\r\nconnection: close/);
+  // A path no endpoint serves: 404, its body unread, the connection closed.
+  const nowhere = await rawExchange(port, `POST /v1/nowhere HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${CLIENT_KEY}\r\ncontent-length: 1000`, '{');
+  t.equal(nowhere.status, 404);
+  t.match(nowhere.headers, /\r\nconnection: close/);
+  // With a valid key the body is read: the gateway waits for it, and a complete one is served on a kept-alive connection.
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  const ok = await c.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] });
+  t.equal(ok.object, 'chat.completion');
+  t.notOk(g.logs.some((l) => l.level >= 50), 'nothing logged as an error');
 });

@@ -65,7 +65,7 @@ t.test('start-up checks', async (t) => {
   const notObj = tmpModule('export default 42;');
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${notObj}\n  - name: route\n`), 'PLUGIN_INVALID', /must be an object/);
   const noHandle = tmpModule("export default { name: 'x' };");
-  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${noHandle}\n  - name: route\n`), 'PLUGIN_INVALID', /needs `handle` or `prepareAttempt`/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${noHandle}\n  - name: route\n`), 'PLUGIN_INVALID', /needs `handle`, `beforeBody` or `prepareAttempt`/);
   const badHandle = tmpModule("export default { name: 'x', handle: 'no' };");
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${badHandle}\n  - name: route\n`), 'PLUGIN_INVALID', /`handle` must be a function/);
 });

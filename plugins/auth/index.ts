@@ -1,4 +1,5 @@
-// auth: Bearer (or x-api-key) keys on every POST (and stored-response reads), compared in
+// auth: Bearer (or x-api-key) keys on every POST (and stored-response reads),
+// checked from the headers before the body is read (PipelinePlugin.beforeBody), compared in
 // constant time. Keys are held only as SHA-256 digests: gateway.yaml stores
 // digests, GATEWAY_API_KEYS is hashed at load, and the presented key is hashed
 // before comparison, so timingSafeEqual always compares 32 bytes.
@@ -34,7 +35,9 @@ export default function auth(): PipelinePlugin {
       keys = config.keys;
       if (!keys.length) logger.warn('no client keys configured (keys in gateway.yaml or GATEWAY_API_KEYS): every authenticated request will get 401');
     },
-    async handle(ctx, next) {
+    // On the headers alone, before the core reads the body: a request without
+    // a valid key costs no body read and no parse, and its connection closes.
+    beforeBody(ctx) {
       const presented = presentedKey(ctx.headers.authorization, ctx.headers['x-api-key']);
       const digest = hash('sha256', presented, 'buffer'); // one-shot: cheaper than createHash on the hot path
       let found: ClientKey | undefined;
@@ -46,7 +49,6 @@ export default function auth(): PipelinePlugin {
       ctx.client = found;
       ctx.state.auth = { key: found.name } satisfies AuthSlot;
       ctx.log.key_name = found.name; // the key's label, never the key
-      await next();
     },
   };
 }
