@@ -14,6 +14,70 @@ export interface BodyOptions {
   limit: number;
   /** Whole-body read deadline; 0 disables it. */
   timeoutMs: number;
+  /** Deepest nesting of objects and arrays accepted (the body itself is level 1); 0 disables the check. */
+  maxDepth?: number;
+}
+
+/**
+ * Whether the JSON text in `buf` nests objects and arrays deeper than `max`.
+ * One pass over the bytes, strings skipped with indexOf: a structural byte
+ * ({ [ ] } ") is always ASCII in UTF-8, never part of a multi-byte character.
+ * It runs before the parse: a value 5,000 levels deep parses, but
+ * JSON.stringify and every recursive walk after it (a provider plugin's
+ * mapping, a log line) would throw a RangeError on it, far from the client's
+ * mistake.
+ */
+export function nestsDeeperThan(buf: Uint8Array, max: number): boolean {
+  let depth = 0;
+  const n = buf.length;
+  for (let i = 0; i < n; i++) {
+    const c = buf[i];
+    if (c === 0x22 /* " */) {
+      // The closing quote: the next one not escaped by an odd run of backslashes.
+      for (;;) {
+        i = buf.indexOf(0x22, i + 1);
+        if (i === -1) return false; // an unterminated string: the parse reports it
+        let bs = 0;
+        while (buf[i - 1 - bs] === 0x5c /* \ */) bs++;
+        if (bs % 2 === 0) break;
+      }
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth--;
+  }
+  return false;
+}
+
+/** The path of the first value nested deeper than `max` levels (`tools[0].function.parameters.properties.a…`), or null. */
+export function deepPath(value: unknown, max: number): string | null {
+  const walk = (v: unknown, depth: number, path: string): string | null => {
+    if (v === null || typeof v !== 'object') return null;
+    if (depth > max) return path;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const p = walk(v[i], depth + 1, `${path}[${i}]`);
+        if (p !== null) return p;
+      }
+      return null;
+    }
+    for (const k in v) {
+      const p = walk((v as Record<string, unknown>)[k], depth + 1, path ? `${path}.${clip(k, 40)}` : clip(k, 40));
+      if (p !== null) return p;
+    }
+    return null;
+  };
+  return walk(value, 1, '');
+}
+
+function tooDeep(text: string, max: number): GatewayError {
+  let param: string | null = null;
+  try {
+    param = deepPath(JSON.parse(text), max);
+  } catch {
+    /* not valid JSON either: no path to name */
+  }
+  const where = param ? `'${clip(param, 200)}' is` : 'the body is';
+  return errors.invalid(`Invalid request: ${where} nested more than ${max} levels deep (server.json_max_depth).`, param, 'nesting_too_deep');
 }
 
 /** `application/json`, with an optional `charset=utf-8` (or us-ascii) parameter. */
@@ -103,9 +167,15 @@ export function readJsonBody(req: IncomingMessage, o: BodyOptions): Promise<unkn
       if (done) return;
       cleanup();
       const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      // The chunks go once the bytes are in one piece: a large body is not
+      // held once more (chunks, bytes, text) while it parses.
+      chunks.length = 0;
       if (!buf.length) return reject(errors.invalid('Request body is required (JSON).', null, 'missing_body'));
+      const deep = !!o.maxDepth && nestsDeeperThan(buf, o.maxDepth);
+      const text = buf.toString('utf8');
+      if (deep) return reject(tooDeep(text, o.maxDepth!));
       try {
-        resolve(parseJsonText(buf.toString('utf8')));
+        resolve(parseJsonText(text));
       } catch (err) {
         reject(err instanceof GatewayError ? err : errors.invalid('Request body is not valid JSON.', null, 'invalid_json'));
       }

@@ -306,7 +306,10 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         if (!(err instanceof UpstreamError && err.status === 429)) allRateLimited = false;
         if (err instanceof UpstreamError) lastUpstream = err;
         else if (!(err instanceof TransportError)) ctx.logger.error({ err, request_id: ctx.id }, 'provider plugin threw');
-        core.health.failure(target.model.id, deployment, region);
+        // Only what the upstream did counts towards its cool-down: a plugin that
+        // threw on this request (a bug, a value it could not map) says nothing
+        // about the deployment's health, and must not take it away from every other client.
+        if (err instanceof UpstreamError || err instanceof TransportError) core.health.failure(target.model.id, deployment, region);
         if (err instanceof UpstreamError && err.status === 429) {
           retryAfterMs = err.retryAfterMs;
           // Retry the same target after Retry-After (or backoff) when it is short enough.

@@ -7,7 +7,7 @@
 import type { ProviderCall } from './plugin.js';
 import { readBody, bodyError, TransportError, namedTransportError, type UpstreamResponse } from './upstream.js';
 import { SSEParser, type SSEEvent } from './sse.js';
-import { GatewayError, type ErrorBody } from './errors.js';
+import { GatewayError, errors, type ErrorBody } from './errors.js';
 
 /** A non-2xx answer (or an unusable body) from a provider, already mapped to the envelope. */
 export class UpstreamError extends Error {
@@ -135,8 +135,23 @@ export function parseRetryAfter(h: Record<string, string | string[] | undefined>
   return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
 }
 
+/**
+ * The request body as JSON text. A body JSON.stringify cannot take (nested
+ * too deeply for the stack, too large for a string) is the request's
+ * problem, not the provider's: a 400 that is not retried elsewhere and
+ * charges no failure to the provider (a RangeError would have counted
+ * towards its cool-down, for every other client).
+ */
+function serialise(body: unknown, provider: string): string {
+  try {
+    return JSON.stringify(body);
+  } catch {
+    throw errors.invalid(`The request could not be serialised for provider ${provider}: it is nested too deeply or too large.`, null, 'request_not_serialisable');
+  }
+}
+
 export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCallOptions, streaming = false): Promise<UpstreamResponse> {
-  const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : JSON.stringify(o.body);
+  const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : serialise(o.body, call.provider.name);
   // The plugin's headers first; the operator's `headers` in gateway.yaml win.
   let headers: Record<string, string> = { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers, ...call.provider.headers };
   let url = o.url;

@@ -8,7 +8,7 @@ import Router from '@koa/router';
 import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/load.js';
 import { sizeBytes, type Endpoint } from './config/schema.js';
-import { readJsonBody } from './body.js';
+import { readJsonBody, type BodyOptions } from './body.js';
 import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
@@ -148,7 +148,7 @@ interface Generation {
   config: GatewayConfig;
   pipeline: LoadedPipeline;
   core: CoreServices;
-  bodyOptions: { limit: number; timeoutMs: number };
+  bodyOptions: BodyOptions;
   /** Requests on this generation not finished yet. */
   active: number;
   /** Set when a newer generation took over: called once `active` is 0. */
@@ -218,7 +218,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     config,
     pipeline,
     core: { transport, providerPlugins: pipeline.providers, health, shared },
-    bodyOptions: { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms },
+    bodyOptions: { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms, maxDepth: config.server.json_max_depth },
     active: 0,
   });
   let current = generation(opts.config, await loadPipeline(opts.config, opts.registry, logger));

@@ -5,11 +5,16 @@
 // percent-encoding answered with a 500 and a stack trace.
 import t from 'tap';
 import net from 'node:net';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { startGateway, openAIConfig, CLIENT_KEY, type TestGateway } from './helpers/gateway.js';
 
+const here = path.dirname(fileURLToPath(import.meta.url));
 const responsesMock = createResponsesMock();
 const mock = await startOpenAIMock({ routes: { '/v1/responses': responsesMock.handler } });
 const down = `
@@ -206,4 +211,123 @@ t.test('a request without a valid key: 401 from its headers, its body never read
   const ok = await c.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] });
   t.equal(ok.object, 'chat.completion');
   t.notOk(g.logs.some((l) => l.level >= 50), 'nothing logged as an error');
+});
+
+/** `{"a":{"a":…}}` (objects) or `[[…]]` (arrays) nested `n` levels, as JSON text. */
+const nested = (n: number, arrays = false) => (arrays ? '['.repeat(n) + ']'.repeat(n) : '{"a":'.repeat(n - 1) + '{}' + '}'.repeat(n - 1));
+
+t.test('a value nested deeper than server.json_max_depth: 400 naming where, never sent to a provider nor charged to it', async (t) => {
+  const g = await startGateway(openAIConfig(mock.url).replace('routing:\n', 'routing:\n  failure_threshold: 1\n'));
+  t.teardown(() => g.close());
+  const chat = (extra: string) => `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],${extra}}`;
+  const cases: [string, string, string, RegExp][] = [
+    ['an unknown top-level field, 5,000 levels', '/v1/chat/completions', chat(`"whatever":${nested(5000)}`), /^whatever(\.a)+$/],
+    ['native_fields', '/v1/chat/completions', chat(`"native_fields":{"x":${nested(300, true)}}`), /^native_fields\.x(\[0\])+$/],
+    ['a tool\'s parameters', '/v1/chat/completions', chat(`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":${nested(200)}}}}]`), /^tools\[0\]\.function\.parameters\.properties(\.a)+$/],
+    ['a message content', '/v1/chat/completions', `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":${nested(500, true)}}]}`, /^messages\[0\]\.content(\[0\])+$/],
+    ['responses input', '/v1/responses', `{"model":"openai/gpt-4.1-mini","input":${nested(1000, true)}}`, /^input(\[0\])+$/],
+    ['images, an unknown field', '/v1/images/generations', `{"model":"openai/gpt-image-1","prompt":"a cat","x":${nested(129)}}`, /^x(\.a)+$/],
+  ];
+  for (let round = 0; round < 2; round++) {
+    for (const [what, path, body, param] of cases) {
+      mock.reset();
+      const res = await fetch(g.url + path, { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body });
+      const text = await res.text();
+      const json = JSON.parse(text);
+      t.equal(res.status, 400, `${what}: 400`);
+      t.equal(json.error.type, 'invalid_request_error');
+      t.equal(json.error.code, 'nesting_too_deep');
+      t.match(json.error.param, param, `${what}: names the path (${String(json.error.param).slice(0, 60)}…)`);
+      t.match(json.error.message, /nested more than 128 levels deep/);
+      t.ok(text.length < 1200, `${what}: a short error`);
+      t.equal(mock.requests.length, 0, `${what}: nothing sent upstream`);
+    }
+  }
+  // At the limit the body is served; garbage that is deep as well is still a 400.
+  const schema = (n: number) => chat(`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":${nested(n)}}}}]`);
+  const ok = await fetch(g.url + '/v1/chat/completions', { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: schema(123) });
+  t.equal(ok.status, 200, '128 levels in all: served');
+  const over = await fetch(g.url + '/v1/chat/completions', { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: schema(124) });
+  t.equal(over.status, 400, '129 levels: refused');
+  // Brackets inside strings are not nesting.
+  const inString = await fetch(g.url + '/v1/chat/completions', { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: '[{'.repeat(5000) + '\\"\\\\' }] }) });
+  t.equal(inString.status, 200, 'brackets and escaped quotes in a string are text');
+  const broken = await fetch(g.url + '/v1/chat/completions', { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: '{"x":' + '['.repeat(3000) });
+  t.equal(broken.status, 400);
+  t.equal(((await broken.json()) as any).error.code, 'nesting_too_deep');
+  // The deployment is healthy: nothing was charged to it, nothing logged as an error.
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  const served: any = await c.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }], extra: { debug: ['routing'] } } as any);
+  t.same(served.extra.routing.attempts.map((a: any) => a.status), ['succeeded']);
+  t.notOk(g.logs.some((l) => l.level >= 50), 'no error logged');
+  t.notOk(g.rawLogs.some((l) => STACK.test(l)), 'no stack trace logged');
+});
+
+t.test('server.json_max_depth is configurable', async (t) => {
+  const g = await startGateway(openAIConfig(mock.url, 'server: { json_max_depth: 16 }'));
+  t.teardown(() => g.close());
+  // body (1), tools (2), [0] (3), function (4), parameters (5), properties: n more.
+  const body = (n: number) => `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":${nested(n)}}}}]}`;
+  const post = (b: string) => fetch(g.url + '/v1/chat/completions', { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: b });
+  t.equal((await post(body(11))).status, 200, '16 levels: served');
+  const r = await post(body(12));
+  t.equal(r.status, 400, '17 levels: refused');
+  t.match(((await r.json()) as any).error.message, /more than 16 levels/);
+});
+
+t.test('a provider plugin that throws on a request is not charged a failure (no cool-down for everyone else)', async (t) => {
+  // A plugin whose mapping cannot serialise one request (a RangeError deep in JSON.stringify), serving family `wrapped`.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-throw-'));
+  const file = path.join(dir, 'wrapped.mjs');
+  fs.writeFileSync(file, `
+import openai from ${JSON.stringify(path.resolve(here, '../plugins/openai/index.js'))};
+const base = openai();
+export default {
+  ...base,
+  name: 'wrapped',
+  families: { wrapped: base.families.openai },
+  chat(call) {
+    if (call.request.user === 'boom') {
+      let deep = {};
+      for (let i = 0; i < 200000; i++) deep = { deep };
+      JSON.stringify(deep);
+    }
+    return base.chat(call);
+  },
+};`);
+  const yamlText = openAIConfig(mock.url, `plugins:
+  - name: auth
+  - name: analytics
+  - path: ${file}
+  - name: route
+  - name: normalize
+  - name: debug`, {
+    providers: `
+  - name: first
+    family: wrapped
+    base_url: ${mock.url}/v1
+    api_key: sk-test-openai-0123456789
+  - name: second
+    family: wrapped
+    base_url: ${mock.url}/v1
+    api_key: sk-test-openai-0123456789`,
+    models: `
+  - id: wrapped/model
+    deployments: [{ provider: first, model: gpt-4.1-mini }, { provider: second, model: gpt-4.1-mini }]`,
+  }).replace('routing:\n', 'routing:\n  failure_threshold: 1\n  cooldown_ms: 600000\n');
+  const g = await startGateway(yamlText);
+  t.teardown(() => g.close());
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  for (let i = 0; i < 3; i++) {
+    const e: any = await c.chat.completions.create({ model: 'wrapped/model', messages: [{ role: 'user', content: 'x' }], user: 'boom' }).catch((err) => err);
+    t.equal(e.status, 500, 'the plugin failed: a gateway error');
+    t.match(e.error.message, /wrapped\/model via first \(default\): internal error in provider plugin/, `request ${i + 1}: the first deployment is tried again`);
+    t.notMatch(JSON.stringify(e.error), STACK, 'no stack trace in the answer');
+  }
+  const ok: any = await c.chat.completions.create({ model: 'wrapped/model', messages: [{ role: 'user', content: 'x' }], extra: { debug: ['routing'] } } as any);
+  t.same(
+    ok.extra.routing.attempts.map((a: any) => [a.provider, a.status]),
+    [['first', 'succeeded']],
+    'the first deployment still serves: it was not put in cool-down',
+  );
 });

@@ -33,6 +33,8 @@ const ServerSchema = v.strictObject({
   body_limit: v.optional(v.union([v.pipe(v.string(), v.regex(SIZE, "must be a size such as '20mb', '512kb' or a number of bytes")), positiveInt]), '20mb'),
   /** A client that has not sent its whole body within this time gets a 408. */
   body_timeout_ms: v.optional(positiveInt, 30_000),
+  /** Deepest nesting of JSON objects and arrays a request body may have (the body itself is level 1); deeper is a 400 naming the field. */
+  json_max_depth: v.optional(v.pipe(v.number(), v.integer('must be an integer'), v.minValue(8, 'must be at least 8'), v.maxValue(1000, 'must be at most 1000')), 128),
   /** SIGTERM: how long in-flight requests may run before the process exits anyway. */
   shutdown_timeout_ms: v.optional(positiveInt, 10_000),
   /** Worker processes (Node cluster). 0 (the default) means one per core; 1 serves from a single process. */
