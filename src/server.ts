@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/load.js';
 import { sizeBytes, type Endpoint } from './config/schema.js';
 import { readJsonBody, type BodyOptions } from './body.js';
+import { createHttpServer } from './connections.js';
 import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
@@ -531,7 +532,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     /* client aborts surface here as ERR_STREAM_PREMATURE_CLOSE; not a gateway error */
   });
 
-  const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }, app.callback());
+  // The envelope on what Node's parser refuses (431, 400), and the connection cap: src/connections.ts.
+  const server = createHttpServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }, app.callback(), { maxConnections: () => current.config.server.max_connections });
 
   /** A generation no request uses any more: close what the current one does not share with it. */
   async function retire(old: Generation, carry: ProviderCarry): Promise<void> {

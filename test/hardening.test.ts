@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
-import { startGateway, openAIConfig, CLIENT_KEY, type TestGateway } from './helpers/gateway.js';
+import { startGateway, openAIConfig, until, CLIENT_KEY, type TestGateway } from './helpers/gateway.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const responsesMock = createResponsesMock();
@@ -330,4 +330,54 @@ export default {
     [['first', 'succeeded']],
     'the first deployment still serves: it was not put in cool-down',
   );
+});
+
+t.test('headers over 16 KB: 431 with the JSON envelope; malformed HTTP: 400 envelope', async (t) => {
+  const port = Number(new URL(gw.url).port);
+  const big = await rawExchange(port, `GET /v1/models HTTP/1.1\r\nhost: x\r\nx-filler: ${'a'.repeat(20_000)}`, '');
+  t.equal(big.status, 431);
+  t.match(big.headers, /content-type: application\/json/);
+  t.match(big.headers, /\r\nconnection: close/);
+  const body = JSON.parse(big.body);
+  t.same(Object.keys(body.error).sort(), ['code', 'message', 'param', 'type']);
+  t.equal(body.error.type, 'invalid_request_error');
+  t.equal(body.error.code, 'request_header_fields_too_large');
+  // The same with a key and a body on the way.
+  const post = await rawExchange(port, `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${CLIENT_KEY}\r\ncontent-type: application/json\r\ncontent-length: 10\r\nx-filler: ${'b'.repeat(17_000)}`, '{}');
+  t.equal(post.status, 431);
+  t.equal(JSON.parse(post.body).error.code, 'request_header_fields_too_large');
+  const bad = await rawExchange(port, 'GET /v1/models HTTP/1.1\r\nhost: x\r\nbad header line', '');
+  t.equal(bad.status, 400);
+  t.equal(JSON.parse(bad.body).error.code, 'invalid_http');
+  // The gateway still serves.
+  t.equal((await fetch(`${gw.baseURL}/models`)).status, 200);
+});
+
+t.test('server.max_connections: a connection over the cap gets a 503 envelope and is closed', async (t) => {
+  const g = await startGateway(openAIConfig(mock.url, 'server: { max_connections: 2 }'));
+  t.teardown(() => g.close());
+  const port = Number(new URL(g.url).port);
+  const openConnections = () => new Promise<number>((resolve) => g.gw.server.getConnections((_e, n) => resolve(n)));
+  // Two idle keep-alive connections fill the cap.
+  const held = [net.connect(port, '127.0.0.1'), net.connect(port, '127.0.0.1')];
+  for (const s of held) s.on('error', () => {});
+  let n = 0;
+  const poll = setInterval(() => void openConnections().then((c) => (n = c)), 5);
+  await until(() => n === 2);
+  const over = await rawExchange(port, `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${CLIENT_KEY}\r\ncontent-type: application/json\r\ncontent-length: 1000`, '{');
+  t.equal(over.status, 503);
+  t.match(over.headers, /\r\nconnection: close/);
+  t.match(over.headers, /\r\nretry-after: 1/);
+  const err = JSON.parse(over.body).error;
+  t.equal(err.type, 'service_unavailable_error');
+  t.equal(err.code, 'too_many_connections');
+  t.match(err.message, /server\.max_connections: 2/);
+  // One leaves: a new connection is served again.
+  held[0].destroy();
+  await until(() => n === 1);
+  clearInterval(poll);
+  const c = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  const ok = await c.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] });
+  t.equal(ok.object, 'chat.completion');
+  held[1].destroy();
 });

@@ -35,6 +35,12 @@ const ServerSchema = v.strictObject({
   body_timeout_ms: v.optional(positiveInt, 30_000),
   /** Deepest nesting of JSON objects and arrays a request body may have (the body itself is level 1); deeper is a 400 naming the field. */
   json_max_depth: v.optional(v.pipe(v.number(), v.integer('must be an integer'), v.minValue(8, 'must be at least 8'), v.maxValue(1000, 'must be at most 1000')), 128),
+  /**
+   * Client connections open at once, per process (each cluster worker has its own). A connection
+   * accepted above it gets a 503 envelope for its request and is closed; above twice it, new
+   * connections are closed at once.
+   */
+  max_connections: v.optional(positiveInt, 10_000),
   /** SIGTERM: how long in-flight requests may run before the process exits anyway. */
   shutdown_timeout_ms: v.optional(positiveInt, 10_000),
   /** Worker processes (Node cluster). 0 (the default) means one per core; 1 serves from a single process. */
