@@ -131,6 +131,26 @@ function closeIfUnread(kctx: Koa.Context): void {
   if (!kctx.req.complete && !kctx.res.headersSent) kctx.res.setHeader('connection', 'close');
 }
 
+/**
+ * Read the request's JSON body into `ctx.body`; resolves the client's error
+ * about it, if any. Not inline in the (async) handler: a suspended async
+ * function keeps its locals, and a local holding the parsed body would keep
+ * it, and the whole conversation, reachable for the life of a stream.
+ */
+function readBodyInto(ctx: RequestContext, req: http.IncomingMessage, o: BodyOptions): Promise<GatewayError | undefined> {
+  return readJsonBody(req, o).then(
+    (body) => {
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) return errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
+      ctx.body = body as Record<string, unknown>;
+      return undefined;
+    },
+    (err: unknown) => {
+      if (err instanceof GatewayError) return err;
+      throw err;
+    },
+  );
+}
+
 function decodes(path: string): boolean {
   try {
     decodeURIComponent(path);
@@ -430,20 +450,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       // Headers first (auth): a refused request's body is never read.
       const gate = pipeline.beforeBody(ctx);
       if (gate) await gate;
-      let bodyError: GatewayError | undefined;
-      if (req.method === 'POST') {
-        if (draining) res.setHeader('connection', 'close');
-        // A body the client got wrong (400, 408, 413, 415) is answered where the
-        // endpoint validates it, after the errors of the plugins ahead of validation.
-        try {
-          const body = await readJsonBody(req, (kctx.state.gen as Generation).bodyOptions);
-          if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
-          ctx.body = body as Record<string, unknown>;
-        } catch (err) {
-          if (!(err instanceof GatewayError)) throw err;
-          bodyError = err;
-        }
-      }
+      if (req.method === 'POST' && draining) res.setHeader('connection', 'close');
+      // A body the client got wrong (400, 408, 413, 415) is answered where the
+      // endpoint validates it, after the errors of the plugins ahead of validation.
+      const bodyError = req.method === 'POST' ? await readBodyInto(ctx, req, (kctx.state.gen as Generation).bodyOptions) : undefined;
       const run = () => spec.terminal(ctx, core, pipeline, kctx.params ?? {});
       await pipeline.run(
         ctx,
