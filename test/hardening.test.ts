@@ -381,3 +381,16 @@ t.test('server.max_connections: a connection over the cap gets a 503 envelope an
   t.equal(ok.object, 'chat.completion');
   held[1].destroy();
 });
+
+t.test('a long word is counted in bounded time: input_tokens with a 400 KB single word', async (t) => {
+  // BPE over one 400 KB pre-token took minutes of CPU on the event loop; it is counted in pieces now.
+  const word = 'L'.repeat(400_000);
+  const r = await post(gw, '/v1/responses/input_tokens', { model: 'openai/gpt-4.1-mini', input: word });
+  t.equal(r.status, 200);
+  t.equal(r.json.input_tokens, 100_004, "o200k_base counts 'LLLL' as one token, plus the message framing");
+  // Ordinary text is counted exactly as before (the same count as without pieces).
+  const { boundedCount } = await import('../src/tokens.js');
+  const mod = await import('gpt-tokenizer/encoding/o200k_base');
+  const text = 'The quick brown fox jumps over the lazy dog, then naps. '.repeat(200) + 'https://example.com/a/b?c=d ' + '我们今天去公园散步。'.repeat(20);
+  t.equal(boundedCount(text, (s) => (s ? mod.countTokens(s) : 0)), mod.countTokens(text));
+});
