@@ -80,6 +80,24 @@ t.test('map and object fields refuse arrays and other types by name (responses, 
   }
 });
 
+t.test('the Messages API refuses arrays for its objects too (Anthropic error shape)', async (t) => {
+  const base = { model: 'openai/gpt-4.1-mini', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
+  const cases: [string, Record<string, unknown>, RegExp][] = [
+    ['metadata []', { ...base, metadata: [] }, /'metadata'/],
+    ['tool input_schema []', { ...base, tools: [{ name: 'f', input_schema: [] }] }, /'tools\[0\]\.input_schema'/],
+    ['native_fields []', { ...base, native_fields: [] }, /'native_fields'/],
+  ];
+  for (const [what, body, field] of cases) {
+    mock.reset();
+    const r = await post(gw, '/v1/messages', body);
+    t.equal(r.status, 400, `${what}: 400`);
+    t.equal(r.json.type, 'error');
+    t.equal(r.json.error.type, 'invalid_request_error');
+    t.match(r.json.error.message, field, `${what}: names the field`);
+    t.equal(mock.requests.length, 0, `${what}: nothing sent upstream`);
+  }
+});
+
 t.test('a long value is quoted as a short prefix on every endpoint', async (t) => {
   const huge = 'Q'.repeat(3_000_000);
   const cases: [string, Record<string, unknown>, string][] = [
@@ -189,7 +207,7 @@ t.test('a request without a valid key: 401 from its headers, its body never read
     ['an unknown key', 'authorization: Bearer gw-nope-nope-nope-000\r\n'],
     ['a malformed header', 'authorization: Basic abc\r\n'],
   ] as const) {
-    for (const path of ['/v1/chat/completions', '/v1/responses', '/v1/images/generations', '/v1/responses/input_tokens']) {
+    for (const path of ['/v1/chat/completions', '/v1/responses', '/v1/images/generations', '/v1/responses/input_tokens', '/v1/messages']) {
       // 20 MB announced, a few bytes sent, the connection left open: the answer
       // can only come from the headers, and the close only from the gateway.
       const r = await rawExchange(port, `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n${auth}content-length: 20000000`, '[{},{},{},');

@@ -6,72 +6,72 @@
 // provider, which judges them; a translation refuses a block it cannot carry
 // and drops an unknown top-level field with a `strip` normalization.
 import * as v from 'valibot';
-import { num, int, str, bool, oneOf } from '../validate.js';
+import { num, int, str, bool, oneOf, looseObject, record } from '../validate.js';
 import { Fallbacks, DebugList, Extra } from './chat-schema.js';
 
-const CacheControl = v.looseObject({
+const CacheControl = looseObject({
   type: v.literal('ephemeral', "must be 'ephemeral'"),
   ttl: v.optional(oneOf(['5m', '1h'] as const)),
 });
 const cc = { cache_control: v.optional(v.nullable(CacheControl)) };
 
-const TextBlock = v.looseObject({ type: v.literal('text'), text: str(), ...cc });
+const TextBlock = looseObject({ type: v.literal('text'), text: str(), ...cc });
 const ImageSource = v.variant(
   'type',
   [
-    v.looseObject({ type: v.literal('base64'), media_type: str(), data: v.pipe(str(), v.minLength(1, 'must not be empty')) }),
-    v.looseObject({ type: v.literal('url'), url: v.pipe(str(), v.minLength(1, 'must not be empty')) }),
-    v.looseObject({ type: v.literal('file'), file_id: str() }),
+    looseObject({ type: v.literal('base64'), media_type: str(), data: v.pipe(str(), v.minLength(1, 'must not be empty')) }),
+    looseObject({ type: v.literal('url'), url: v.pipe(str(), v.minLength(1, 'must not be empty')) }),
+    looseObject({ type: v.literal('file'), file_id: str() }),
   ],
   "must be an image source of type 'base64', 'url' or 'file'",
 );
-const ImageBlock = v.looseObject({ type: v.literal('image'), source: ImageSource, ...cc });
-const DocumentBlock = v.looseObject({ type: v.literal('document'), source: v.looseObject({ type: str() }), ...cc });
-const ToolUseBlock = v.looseObject({
+const ImageBlock = looseObject({ type: v.literal('image'), source: ImageSource, ...cc });
+const DocumentBlock = looseObject({ type: v.literal('document'), source: looseObject({ type: str() }), ...cc });
+const ToolUseBlock = looseObject({
   type: v.literal('tool_use'),
   id: v.pipe(str(), v.minLength(1, 'must not be empty')),
   name: v.pipe(str(), v.minLength(1, 'must not be empty')),
-  input: v.record(v.string(), v.unknown(), 'must be an object'),
+  input: record(v.string(), v.unknown(), 'must be an object'),
   ...cc,
 });
-const ToolResultBlock = v.looseObject({
+const ToolResultBlock = looseObject({
   type: v.literal('tool_result'),
   tool_use_id: v.pipe(str(), v.minLength(1, 'must not be empty')),
-  content: v.optional(v.union([str(), v.array(v.variant('type', [TextBlock, ImageBlock, DocumentBlock, v.looseObject({ type: str() })]))], 'must be a string or an array of content blocks')),
+  content: v.optional(v.union([str(), v.array(v.variant('type', [TextBlock, ImageBlock, DocumentBlock, looseObject({ type: str() })]))], 'must be a string or an array of content blocks')),
   is_error: v.optional(bool()),
   ...cc,
 });
-const ThinkingBlock = v.looseObject({ type: v.literal('thinking'), thinking: str(), signature: str() });
-const RedactedThinkingBlock = v.looseObject({ type: v.literal('redacted_thinking'), data: str() });
+const ThinkingBlock = looseObject({ type: v.literal('thinking'), thinking: str(), signature: str() });
+const RedactedThinkingBlock = looseObject({ type: v.literal('redacted_thinking'), data: str() });
 const KNOWN_BLOCKS = new Set(['text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking']);
 /** Server-tool records, search results, container uploads...: kept for the same-API path. */
-const OtherBlock = v.looseObject({ type: v.pipe(str(), v.check((t) => !KNOWN_BLOCKS.has(t), 'is a known block type with missing or wrong fields')) });
+const OtherBlock = looseObject({ type: v.pipe(str(), v.check((t) => !KNOWN_BLOCKS.has(t), 'is a known block type with missing or wrong fields')) });
 
 const Block = v.variant('type', [TextBlock, ImageBlock, DocumentBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock, OtherBlock]);
 
-const Message = v.looseObject({
+const Message = looseObject({
   role: oneOf(['user', 'assistant'] as const),
   content: v.union([str(), v.array(Block, 'must be an array of content blocks')], 'must be a string or an array of content blocks'),
 });
 
-const CustomTool = v.looseObject({
+const CustomTool = looseObject({
   type: v.optional(v.nullable(v.literal('custom'))),
   name: v.pipe(str(), v.regex(/^[a-zA-Z0-9_-]{1,128}$/, 'must be 1 to 128 letters, digits, underscores or dashes')),
   description: v.optional(str()),
-  input_schema: v.looseObject({ type: v.literal('object', "must be 'object'") }, 'must be a JSON Schema object'),
+  input_schema: looseObject({ type: v.literal('object', "must be 'object'") }, 'must be a JSON Schema object'),
   ...cc,
 });
 /** Anthropic's server tools (web_search_20250305, bash_20250124, text_editor_..., code_execution_...). */
-const ServerTool = v.looseObject({ type: v.pipe(str(), v.regex(/_\d{8}$/, "must be 'custom' or a versioned server tool type")), name: str(), ...cc });
+const ServerTool = looseObject({ type: v.pipe(str(), v.regex(/_\d{8}$/, "must be 'custom' or a versioned server tool type")), name: str(), ...cc });
 const Tool = v.union([CustomTool, ServerTool], 'must be a tool with a name and an input_schema, or a server tool');
 
 const ToolChoice = v.variant(
   'type',
   [
-    v.looseObject({ type: v.literal('auto'), disable_parallel_tool_use: v.optional(bool()) }),
-    v.looseObject({ type: v.literal('any'), disable_parallel_tool_use: v.optional(bool()) }),
-    v.looseObject({ type: v.literal('tool'), name: str(), disable_parallel_tool_use: v.optional(bool()) }),
-    v.looseObject({ type: v.literal('none') }),
+    looseObject({ type: v.literal('auto'), disable_parallel_tool_use: v.optional(bool()) }),
+    looseObject({ type: v.literal('any'), disable_parallel_tool_use: v.optional(bool()) }),
+    looseObject({ type: v.literal('tool'), name: str(), disable_parallel_tool_use: v.optional(bool()) }),
+    looseObject({ type: v.literal('none') }),
   ],
   "must be a tool choice of type 'auto', 'any', 'tool' or 'none'",
 );
@@ -79,10 +79,10 @@ const ToolChoice = v.variant(
 const Thinking = v.variant(
   'type',
   [
-    v.looseObject({ type: v.literal('enabled'), budget_tokens: int(1, 10_000_000) }),
-    v.looseObject({ type: v.literal('disabled') }),
+    looseObject({ type: v.literal('enabled'), budget_tokens: int(1, 10_000_000) }),
+    looseObject({ type: v.literal('disabled') }),
     // Newer thinking modes (adaptive...): forwarded on the same-API path.
-    v.looseObject({ type: str() }),
+    looseObject({ type: str() }),
   ],
   'must be a thinking configuration',
 );
@@ -96,7 +96,7 @@ const prompt = {
   tools: v.optional(v.array(Tool, 'must be an array of tools')),
   tool_choice: v.optional(ToolChoice),
   thinking: v.optional(Thinking),
-  native_fields: v.optional(v.record(v.string(), v.unknown(), 'must be an object')),
+  native_fields: v.optional(record(v.string(), v.unknown(), 'must be an object')),
   extra: v.optional(Extra),
   fallbacks: v.optional(Fallbacks),
   debug: v.optional(DebugList),
@@ -107,10 +107,10 @@ const namesATool = (b: ToolsAndChoice) => b.tool_choice?.type !== 'tool' || !!b.
 const TOOL_NOT_FOUND = "names a tool that is not in 'tools'";
 
 export const MessagesBody = v.pipe(
-  v.looseObject({
+  looseObject({
     ...prompt,
     max_tokens: int(1, 10_000_000),
-    metadata: v.optional(v.looseObject({ user_id: v.optional(v.nullable(str())) })),
+    metadata: v.optional(looseObject({ user_id: v.optional(v.nullable(str())) })),
     stop_sequences: v.optional(v.array(str(), 'must be an array of strings')),
     stream: v.optional(bool()),
     temperature: v.optional(num(0, 1)),
@@ -120,6 +120,6 @@ export const MessagesBody = v.pipe(
   v.forward(v.check((b) => namesATool(b as ToolsAndChoice), TOOL_NOT_FOUND), ['tool_choice']),
 );
 
-export const MessagesCountBody = v.pipe(v.looseObject(prompt), v.forward(v.check((b) => namesATool(b as ToolsAndChoice), TOOL_NOT_FOUND), ['tool_choice']));
+export const MessagesCountBody = v.pipe(looseObject(prompt), v.forward(v.check((b) => namesATool(b as ToolsAndChoice), TOOL_NOT_FOUND), ['tool_choice']));
 
 export type MessagesInput = v.InferOutput<typeof MessagesBody>;
