@@ -5,7 +5,7 @@
 // back-pressure, release and abort behaviour whatever the framing; providers
 // only see events.
 import type { ProviderCall } from './plugin.js';
-import { readBody, bodyError, TransportError, namedTransportError, type UpstreamResponse } from './upstream.js';
+import { readBody, bodyError, idleTimeout, TransportError, namedTransportError, type UpstreamResponse } from './upstream.js';
 import { SSEParser, type SSEEvent } from './sse.js';
 import { GatewayError, errors, type ErrorBody } from './errors.js';
 
@@ -180,7 +180,7 @@ export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCa
     throw err instanceof TransportError ? namedTransportError(err, call.provider.name) : err;
   }
   if (res.status >= 400) {
-    const text = (await readBody(res.body)).toString('utf8');
+    const text = (await readBody(res.body, undefined, call.provider.stream_idle_timeout_ms)).toString('utf8');
     let parsed: unknown = undefined;
     try {
       parsed = JSON.parse(text);
@@ -221,7 +221,8 @@ function authorizeWithin(pending: void | Promise<void>, call: ProviderCall<unkno
 
 export async function upstreamJson<T = Record<string, unknown>>(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<T> {
   const res = await upstreamRequest(call, o);
-  const buf = await readBody(res.body);
+  // A body that stops arriving half-way is bounded like a silent stream.
+  const buf = await readBody(res.body, undefined, call.provider.stream_idle_timeout_ms);
   try {
     return JSON.parse(buf.toString('utf8')) as T;
   } catch {
@@ -241,10 +242,6 @@ export async function upstreamEvents(call: ProviderCall<unknown>, o: UpstreamCal
   return new UpstreamEvents(res, framing.parser(), call.provider.stream_idle_timeout_ms, call.signal);
 }
 
-/** The error an upstream stream ends with when it sent nothing for `ms` (a provider's stream_idle_timeout_ms). */
-export function idleTimeout(ms: number): TransportError {
-  return new TransportError(`the provider sent nothing for ${ms} ms (stream_idle_timeout_ms)`, 'ETIMEDOUT_IDLE');
-}
 
 /** Events parsed ahead of the consumer before the body is paused (back-pressure). */
 const HIGH_WATER_EVENTS = 256;

@@ -359,24 +359,46 @@ export function bodyError(err: unknown): Error {
   return new TransportError(`${code}: the upstream connection broke while the body was read`, code);
 }
 
-/** Read a whole (small, non-streaming) upstream body. */
-export function readBody(res: Readable, limit = 64 * 1024 * 1024): Promise<Buffer> {
+/** The error an upstream body ends with when it sent nothing for `ms` (a provider's stream_idle_timeout_ms). */
+export function idleTimeout(ms: number): TransportError {
+  return new TransportError(`the provider sent nothing for ${ms} ms (stream_idle_timeout_ms)`, 'ETIMEDOUT_IDLE');
+}
+
+/**
+ * Read a whole (small, non-streaming) upstream body. `idleMs`: a body that
+ * stops arriving for this long fails with ETIMEDOUT_IDLE and is destroyed
+ * (the headers came in time, the rest never does).
+ */
+export function readBody(res: Readable, limit = 64 * 1024 * 1024, idleMs?: number): Promise<Buffer> {
   // Plain 'data'/'end' listeners: `for await` over the stream builds an async
   // iterator and a promise per chunk, a measurable share of a small call.
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    // Given up on: destroyed, its late error (undici's body errors when destroyed) not an uncaught exception.
+    const drop = () => {
+      cleanup();
+      res.on('error', () => {});
+      res.destroy();
+    };
+    const idle = idleMs
+      ? setTimeout(() => {
+          drop();
+          reject(idleTimeout(idleMs));
+        }, idleMs)
+      : undefined;
     const cleanup = () => {
+      if (idle) clearTimeout(idle);
       res.off('data', onData);
       res.off('end', onEnd);
       res.off('error', onError);
       res.off('close', onClose);
     };
     const onData = (c: Buffer) => {
+      idle?.refresh();
       size += c.length;
       if (size > limit) {
-        cleanup();
-        res.destroy();
+        drop();
         reject(new TransportError('upstream body too large', 'EBODYTOOLARGE'));
         return;
       }

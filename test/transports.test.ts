@@ -38,7 +38,7 @@ for (const transport of ['undici', 'http', 'proxy']) {
     const gw = await startGateway(`
 server:
   transport: ${transport}
-providers:${prov('o', oai.url)}${prov('slow', slow.url)}${prov('cut', cut.url)}${prov('refused', 'http://127.0.0.1:1')}${prov('silent', slow.url, '\n    stream_idle_timeout_ms: 200')}
+providers:${prov('o', oai.url)}${prov('slow', slow.url)}${prov('cut', cut.url)}${prov('refused', 'http://127.0.0.1:1')}${prov('silent', slow.url, '\n    stream_idle_timeout_ms: 200')}${prov('stall', oai.url, '\n    stream_idle_timeout_ms: 200')}
   - name: slowresp
     family: openai
     base_url: ${slowResponses.url}/v1
@@ -53,6 +53,8 @@ providers:${prov('o', oai.url)}${prov('slow', slow.url)}${prov('cut', cut.url)}$
     stream_idle_timeout_ms: 200
     retries: 0
 models:
+  - id: x/stall
+    deployments: [{ provider: stall, model: gpt-4.1-mini }]
   - id: x/silent
     deployments: [{ provider: silent, model: m }]
   - id: x/silentresp
@@ -162,6 +164,15 @@ models:
       })().catch((e) => e);
       t.equal(n, 2, 'the events before the silence arrived');
       t.match(err?.message, /went silent/);
+    });
+
+    await t.test('a JSON answer whose body stops half-way: the attempt fails after stream_idle_timeout_ms, the upstream aborted', async (t) => {
+      oai.reset();
+      oai.fail({ stallAfterBytes: 20 });
+      const err: any = await client.chat.completions.create({ model: 'x/stall', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+      t.equal(err.status, 500);
+      t.match(err.error, { code: 'all_targets_failed', message: /sent nothing for 200 ms \(stream_idle_timeout_ms\)/ });
+      await until(() => oai.requests[0]?.aborted === true, 2000);
     });
 
     await t.test('a native Responses stream that goes silent ends with error and response.failed', async (t) => {

@@ -35,6 +35,8 @@ export interface Fault {
   silentAfterEvents?: number;
   /** For streams: wait this long between events (a slow model; a client can leave mid-stream). */
   frameDelayMs?: number;
+  /** For JSON answers: send the headers and this many bytes of the body, then nothing more (the connection stays open). */
+  stallAfterBytes?: number;
   /** Answer 200 with this raw text (e.g. not JSON). */
   rawBody?: string;
   /** Only apply to requests whose path includes this. */
@@ -139,8 +141,15 @@ export async function startMock(handler: Handler): Promise<MockServer> {
       res.end();
       return;
     }
+    const text = reply.json === undefined ? '' : JSON.stringify(reply.json);
+    if (fault?.stallAfterBytes !== undefined) {
+      // The length of the whole body, and only its start: the client waits for the rest.
+      res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers, 'content-length': String(Buffer.byteLength(text)) });
+      res.write(text.slice(0, fault.stallAfterBytes));
+      return;
+    }
     res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
-    res.end(reply.json === undefined ? '' : JSON.stringify(reply.json));
+    res.end(text);
   });
   const listening = await listenLocal(server);
   return {
