@@ -34,6 +34,9 @@ export const RESTART_ONLY: readonly string[] = [
   'state.redis_url',
   'state.timeout_ms',
   'state.key_prefix',
+  // The metrics route is set up once (telemetry.metrics.require_admin_key reloads).
+  'telemetry.metrics.enabled',
+  'telemetry.metrics.path',
 ];
 
 export type ReloadResult = 'success' | 'failure';

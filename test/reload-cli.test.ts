@@ -71,6 +71,13 @@ async function modelIds(port: number): Promise<string[]> {
   return ((await r.json()) as { data: { id: string }[] }).data.map((m) => m.id).sort();
 }
 
+/** gateway_config_reloads_total{result} from GET /metrics (in cluster mode, the primary's sum over the workers). */
+async function reloadMetric(port: number, result: 'success' | 'failure'): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { connection: 'close' } })).text();
+  const m = new RegExp(`^gateway_config_reloads_total\\{[^}]*result="${result}"[^}]*\\} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
 const reloaded = (g: Started) => g.lines().filter((l) => l.event === 'config_reload' && l.result === 'success');
 const refused = (g: Started) => g.lines().filter((l) => l.event === 'config_reload' && l.result === 'failure');
 
@@ -92,6 +99,8 @@ t.test('SIGHUP reloads a single-process gateway; a refused file keeps it serving
   t.match(refused(g)[0], { level: 'error', trigger: 'SIGHUP', problems: [/^server\.port \(line 3\): .*65535/] });
   t.same(await modelIds(g.port), ['acme/a', 'acme/b'], 'the running config keeps serving');
   t.equal(g.child.exitCode, null, 'still running');
+  t.equal(await reloadMetric(g.port, 'success'), 1, 'gateway_config_reloads_total{result="success"}');
+  t.equal(await reloadMetric(g.port, 'failure'), 1, 'gateway_config_reloads_total{result="failure"}');
 });
 
 t.test('server.watch_config: a file replaced by rename, or rewritten in place, is reloaded', async (t) => {
@@ -140,4 +149,6 @@ t.test('cluster mode: SIGHUP to the primary, and the watch, reload every worker'
   for (let i = 0; i < 4; i++) t.same(await modelIds(g.port), ['acme/c'], `connection ${i + 1}: the catalog after SIGHUP`);
   t.equal(g.child.exitCode, null, 'the primary still runs');
   t.equal(g.lines().filter((l) => l.msg === 'model-gateway ready').length, 2, 'no worker was restarted');
+  t.equal(await reloadMetric(g.port, 'success'), 4, 'one scrape counts every worker\'s reloads: 2 reloads x 2 workers');
+  t.equal(await reloadMetric(g.port, 'failure'), 0);
 });

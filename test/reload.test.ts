@@ -232,7 +232,7 @@ t.test('restart-only settings: a change is named in a warning and the running va
   t.teardown(() => mock.close());
   const g = await startGateway(versioned(mock.url, 1));
   t.teardown(() => g.close());
-  t.same(RESTART_ONLY, ['server.host', 'server.port', 'server.workers', 'server.node_flags', 'server.transport', 'storage', 'state.redis_url', 'state.timeout_ms', 'state.key_prefix']);
+  t.same(RESTART_ONLY, ['server.host', 'server.port', 'server.workers', 'server.node_flags', 'server.transport', 'storage', 'state.redis_url', 'state.timeout_ms', 'state.key_prefix', 'telemetry.metrics.enabled', 'telemetry.metrics.path']);
   const running = { ...g.gw.config.server };
   // (The transport a GATEWAY_TEST_TRANSPORT run starts with, so that only the keys below change.)
   const transport = g.gw.config.server.transport;
