@@ -16,6 +16,11 @@ export default tseslint.config(
     },
   },
   {
+    // The dashboard's page script runs in a browser, as a classic script (no build step).
+    files: ['dashboard/**/*.js'],
+    languageOptions: { sourceType: 'script', globals: { window: 'readonly', document: 'readonly', sessionStorage: 'readonly', fetch: 'readonly', URLSearchParams: 'readonly', Intl: 'readonly', Node: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' } },
+  },
+  {
     // Mocks and tests read arbitrary wire JSON: `any` is the honest type there.
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -7,7 +7,7 @@ import type Koa from 'koa';
 import type Router from '@koa/router';
 import type { GatewayConfig } from './config/load.js';
 import { errors, GatewayError } from './errors.js';
-import { GROUPS, type Group, type UsageBackend, type UsageQuery, type UsageRow } from './store/usage.js';
+import { GROUPS, type Group, type UsageBackend, type UsageQuery, type UsageRow, type LatencyRow } from './store/usage.js';
 
 /** The admin key's name, or a 401/403: every /admin route calls this first. */
 export function adminKeyName(kctx: Koa.Context, config: GatewayConfig): string {
@@ -66,7 +66,7 @@ export function usageQuery(kctx: Koa.Context, now = Date.now()): UsageQuery {
 }
 
 /** A row as the API shows it: the group under its own name, `start` as ISO 8601. */
-export function usageJson(row: UsageRow, q: UsageQuery): Record<string, unknown> {
+export function usageJson(row: UsageRow | LatencyRow, q: UsageQuery): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (q.interval) out.start = new Date(row.start!).toISOString();
   if (q.group) out[q.group] = row.group ?? null;
@@ -75,7 +75,7 @@ export function usageJson(row: UsageRow, q: UsageQuery): Record<string, unknown>
 }
 
 /**
- * GET /admin/usage and GET /admin/usage/records. `usage()` is the store (undefined:
+ * GET /admin/usage, GET /admin/usage/latency and GET /admin/usage/records. `usage()` is the store (undefined:
  * the usage store is off or not open: 503), `config()` the config in force.
  */
 export function adminRoutes(router: Router, config: () => GatewayConfig, usage: () => UsageBackend | undefined): void {
@@ -88,6 +88,12 @@ export function adminRoutes(router: Router, config: () => GatewayConfig, usage: 
     kctx.state.log.admin_key = adminKeyName(kctx, config());
     const q = usageQuery(kctx);
     const rows = await store().aggregate(q);
+    kctx.body = { data: rows.map((r) => usageJson(r, q)) };
+  });
+  router.get('/admin/usage/latency', async (kctx) => {
+    kctx.state.log.admin_key = adminKeyName(kctx, config());
+    const q = usageQuery(kctx);
+    const rows = await store().percentiles(q);
     kctx.body = { data: rows.map((r) => usageJson(r, q)) };
   });
   router.get('/admin/usage/records', async (kctx) => {

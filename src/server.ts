@@ -23,6 +23,7 @@ import { newRecord, UsageMeter, modelCost, type RequestRecord } from './usage.js
 import { UsageRecorder, openUsageBackend } from './store/usage.js';
 import { adminRoutes, adminKeyName } from './admin.js';
 import { createMetrics } from './metrics.js';
+import { dashboardRoutes } from './dashboard.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
 import type { RouteSlot } from './plugin.js';
@@ -365,6 +366,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   // when a body is left unread (closeIfUnread).
 
   adminRoutes(router, () => current.config, () => recorder?.backend);
+  dashboardRoutes(router, logger);
 
   // Prometheus metrics (src/metrics.ts), fed by each request's record. The path
   // and whether it is served take effect at start-up; require_admin_key follows reloads.

@@ -4,7 +4,7 @@
 // the versions applied), under an advisory lock so that several gateway
 // processes starting together do not race.
 import pg from 'pg';
-import { COLUMNS, aggregateSql, usageRow, type UsageBackend, type Row, type UsageQuery, type RecentQuery } from './usage.js';
+import { COLUMNS, aggregateSql, percentileSql, usageRow, latencyRow, type UsageBackend, type Row, type UsageQuery, type RecentQuery } from './usage.js';
 
 const TEXT = new Set(['request_id', 'key_name', 'user_id', 'session_id', 'endpoint', 'model', 'requested_model', 'provider', 'deployment', 'error_type', 'usage_source']);
 const NOT_NULL = new Set(['time', 'request_id', 'endpoint', 'usage_source']);
@@ -60,6 +60,11 @@ export async function openPostgresUsage(url: string, table: string): Promise<Usa
       const { sql, params } = aggregateSql(table, q, (i) => `$${i}`, (e) => `(${e})::bigint`, (e) => `(${e})::double precision`);
       const { rows } = await pool.query(sql, params);
       return rows.map((r) => usageRow(r, q));
+    },
+    async percentiles(q: UsageQuery) {
+      const { sql, params } = percentileSql(table, q, (i) => `$${i}`);
+      const { rows } = await pool.query(sql, params);
+      return rows.map((r) => latencyRow(r, q));
     },
     async recent(q: RecentQuery) {
       const { rows } = await pool.query(`SELECT * FROM ${table} WHERE time >= $1 AND time < $2${q.errors ? ' AND error = 1' : ''} ORDER BY time DESC LIMIT $3`, [q.from, q.to, q.limit]);

@@ -3,7 +3,7 @@
 // other side). One message in, one answer out, in order.
 import { parentPort, workerData } from 'node:worker_threads';
 import { DatabaseSync } from 'node:sqlite';
-import { COLUMNS, aggregateSql, type Row, type UsageQuery, type RecentQuery } from './usage.js';
+import { COLUMNS, aggregateSql, percentileSql, type Row, type UsageQuery, type RecentQuery } from './usage.js';
 
 const { file, table } = workerData as { file: string; table: string };
 const db = new DatabaseSync(file);
@@ -24,6 +24,7 @@ const prune = db.prepare(`DELETE FROM ${table} WHERE time < ?`);
 type Message =
   | { id: number; op: 'write'; rows: Row[] }
   | { id: number; op: 'aggregate'; q: UsageQuery }
+  | { id: number; op: 'percentiles'; q: UsageQuery }
   | { id: number; op: 'recent'; q: RecentQuery }
   | { id: number; op: 'prune'; before: number }
   | { id: number; op: 'close' };
@@ -42,6 +43,10 @@ function handle(m: Message): unknown {
       return m.rows.length;
     case 'aggregate': {
       const { sql, params } = aggregateSql(table, m.q, (i) => `?${i}`, (e) => e, (e) => e);
+      return db.prepare(sql).all(...params);
+    }
+    case 'percentiles': {
+      const { sql, params } = percentileSql(table, m.q, (i) => `?${i}`);
       return db.prepare(sql).all(...params);
     }
     case 'recent': {

@@ -4,7 +4,7 @@
 import { Worker } from 'node:worker_threads';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { usageRow, type UsageBackend, type Row, type UsageQuery, type RecentQuery, type UsageRow } from './usage.js';
+import { usageRow, latencyRow, type UsageBackend, type Row, type UsageQuery, type RecentQuery, type UsageRow, type LatencyRow } from './usage.js';
 
 /**
  * Open (creating if needed) the usage table in the SQLite file `file`
@@ -53,6 +53,10 @@ export async function openSqliteUsage(file: string, table: string, baseDir = pro
     async aggregate(q: UsageQuery): Promise<UsageRow[]> {
       const rows = await call<Record<string, unknown>[]>({ op: 'aggregate', q });
       return rows.map((r) => usageRow(r, q));
+    },
+    async percentiles(q: UsageQuery): Promise<LatencyRow[]> {
+      const rows = await call<Record<string, unknown>[]>({ op: 'percentiles', q });
+      return rows.map((r) => latencyRow(r, q));
     },
     recent(q: RecentQuery) {
       return call<Record<string, unknown>[]>({ op: 'recent', q });

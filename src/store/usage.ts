@@ -171,6 +171,81 @@ export function usageRow(r: Record<string, unknown>, q: UsageQuery): UsageRow {
   return out;
 }
 
+/** The percentiles GET /admin/usage/latency reports (nearest rank), in per mille. */
+export const PERCENTILES = { p50: 500, p90: 900, p95: 950, p99: 990 } as const;
+
+/** Percentiles of one measure (ms); null where the row has no value of it. */
+export type Percentiles = Record<keyof typeof PERCENTILES | 'max', number | null>;
+
+export interface LatencyRow {
+  start?: number;
+  group?: string | null;
+  /** The requests measured: those answered without an error (status < 400, stream not broken). */
+  requests: number;
+  latency_ms: Percentiles;
+  /** Over the requests that have a time to first byte. */
+  ttfb_ms: Percentiles;
+}
+
+/**
+ * The percentile query of GET /admin/usage/latency: latency and time to first
+ * byte, nearest rank (the smallest value at or above the given fraction of
+ * the sorted values), per bucket and group, over the requests answered
+ * without an error. Window functions only, so that SQLite and PostgreSQL
+ * compute the same numbers; integer arithmetic (per mille), no float rounding.
+ */
+export function percentileSql(table: string, q: UsageQuery, placeholder: (i: number) => string): { sql: string; params: number[] } {
+  const params: number[] = [q.from, q.to];
+  const parts: string[] = [];
+  const cols: string[] = [];
+  if (q.interval) {
+    params.push(q.interval);
+    const i = `CAST(${placeholder(3)} AS BIGINT)`;
+    parts.push(`(time / ${i}) * ${i}`);
+    cols.push('start');
+  }
+  if (q.group) {
+    parts.push(GROUPS[q.group]);
+    cols.push('grp');
+  }
+  const by = parts.length ? `PARTITION BY ${parts.join(', ')}` : '';
+  const inner = [
+    ...(q.interval ? [`${parts[0]} AS start`] : []),
+    ...(q.group ? [`${GROUPS[q.group]} AS grp`] : []),
+    'latency_ms',
+    'ttfb_ms',
+    `ROW_NUMBER() OVER (${by} ORDER BY latency_ms) AS lrn`,
+    `COUNT(*) OVER (${by}) AS ln`,
+    `ROW_NUMBER() OVER (PARTITION BY ${[...parts, '(ttfb_ms IS NULL)'].join(', ')} ORDER BY ttfb_ms) AS trn`,
+    `COUNT(ttfb_ms) OVER (${by}) AS tn`,
+  ];
+  const outer = [...cols, 'MAX(ln) AS requests'];
+  for (const [name, pm] of Object.entries(PERCENTILES)) {
+    outer.push(`MIN(CASE WHEN lrn * 1000 >= ${pm} * ln THEN latency_ms END) AS latency_${name}`);
+    outer.push(`MIN(CASE WHEN ttfb_ms IS NOT NULL AND trn * 1000 >= ${pm} * tn THEN ttfb_ms END) AS ttfb_${name}`);
+  }
+  outer.push('MAX(latency_ms) AS latency_max', 'MAX(ttfb_ms) AS ttfb_max');
+  const sql =
+    `WITH r AS (SELECT ${inner.join(', ')} FROM ${table} WHERE time >= ${placeholder(1)} AND time < ${placeholder(2)} AND error = 0 AND status < 400) ` +
+    `SELECT ${outer.join(', ')} FROM r` +
+    (cols.length ? ` GROUP BY ${cols.join(', ')} ORDER BY ${cols.join(', ')}` : '');
+  return { sql, params };
+}
+
+/** A result row of percentileSql as a LatencyRow. */
+export function latencyRow(r: Record<string, unknown>, q: UsageQuery): LatencyRow {
+  const n = (x: unknown) => (x === null || x === undefined ? null : Number(x));
+  const pick = (prefix: string): Percentiles => {
+    const out = {} as Percentiles;
+    for (const name of [...Object.keys(PERCENTILES), 'max'] as (keyof Percentiles)[]) out[name] = n(r[`${prefix}_${name}`]);
+    return out;
+  };
+  const out: LatencyRow = { requests: Number(r.requests ?? 0), latency_ms: pick('latency'), ttfb_ms: pick('ttfb') };
+  if (q.interval) out.start = Number(r.start);
+  if (q.group) out.group = r.grp === null || r.grp === undefined ? null : String(r.grp);
+  return out;
+}
+
 export interface RecentQuery {
   /** Only failed requests (isError). */
   errors?: boolean;
@@ -184,6 +259,8 @@ export interface UsageBackend {
   readonly kind: 'sqlite' | 'postgres';
   write(rows: Row[]): Promise<void>;
   aggregate(q: UsageQuery): Promise<UsageRow[]>;
+  /** Latency and time-to-first-byte percentiles (percentileSql). */
+  percentiles(q: UsageQuery): Promise<LatencyRow[]>;
   /** The most recent records (newest first), as column -> value. */
   recent(q: RecentQuery): Promise<Record<string, unknown>[]>;
   /** Delete records older than `before` (Unix ms); the number deleted. */
