@@ -638,7 +638,7 @@ t.test('validation: every field named in a 400', async (t) => {
     [{ model: 'compat/llama', input: [{ type: 'computer_call_output', call_id: 'x' }] }, 'input[0].type', /'message', 'function_call'.*'item_reference'/],
     [{ model: 'compat/llama', input: [{ role: 'robot', content: 'x' }] }, 'input[0].role'],
     [{ model: 'compat/llama', input: [{ role: 'user', content: [{ type: 'text', text: 'x' }] }] }, 'input[0].content[0].type'],
-    [{ model: 'compat/llama', input: [{ role: 'user', content: [{ type: 'input_image' }] }] }, 'input[0].content[0]', /image_url/],
+    [{ model: 'compat/llama', input: [{ role: 'user', content: [{ type: 'input_image' }] }] }, 'input[0].content[0].image_url', /image_url/],
     [{ model: 'compat/llama', input: [{ type: 'function_call', call_id: 'c', name: 'f' }] }, 'input[0].arguments'],
     [{ model: 'compat/llama', input: 'x', tools: [{ type: 'function', function: { description: 'no name' } }] }, 'tools[0].function.name'],
     [{ model: 'compat/llama', input: 'x', tools: [{ type: 'function' }] }, 'tools[0].name'],

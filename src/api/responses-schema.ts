@@ -29,7 +29,11 @@ const InputImage = v.pipe(
     file_id: v.optional(v.nullable(nonEmpty())),
     detail: v.optional(v.nullable(Detail)),
   }),
-  v.check((p) => !!p.image_url || !!p.file_id, "an 'input_image' part needs 'image_url' (a URL or data URL) or 'file_id'"),
+  // Named at the field it lacks (input[0].content[1].image_url), not at the part.
+  v.forward(
+    v.check((p) => !!p.image_url || !!p.file_id, "an 'input_image' part needs 'image_url' (a URL or data URL) or 'file_id'"),
+    ['image_url'],
+  ),
 );
 const InputFile = looseObject({
   type: v.literal('input_file'),
