@@ -115,6 +115,16 @@ t.test('a long value is quoted as a short prefix on every endpoint', async (t) =
     t.ok(r.text.length < 600, `${path} ${param}: a short body (${r.text.length} bytes)`);
     t.match(r.json.error.message, /Q{20,}…/, `${path} ${param}: the value's prefix, marked as cut`);
   }
+  // A block type the Messages API keeps (unknown types pass validation) and a translation refuses.
+  const mg = await startGateway(openAIConfig(mock.url, '', { models: `
+  - id: openai/messages-model
+    endpoints: [messages]
+    deployments: [{ provider: openai, model: gpt-4.1-mini }]` }));
+  const m = await post(mg, '/v1/messages', { model: 'openai/messages-model', max_tokens: 5, messages: [{ role: 'user', content: [{ type: huge }] }] });
+  await mg.close();
+  t.equal(m.status, 400, 'an unknown block type on a translated target: 400');
+  t.ok(m.text.length < 600, `the Messages error is short (${m.text.length} bytes)`);
+  t.match(m.json.error.message, /Q{20,}…/);
   const id = 'resp_' + 'x'.repeat(10_000);
   const g = await fetch(`${gw.baseURL}/responses/${id}`, { headers: { authorization: `Bearer ${CLIENT_KEY}` } });
   const text = await g.text();

@@ -14,7 +14,7 @@
 // sent to a translated target: a foreign signature is never sent on.
 import { randomBytes } from 'node:crypto';
 import type { ChatCompletion, ChatMessage, ChatRequest, ChatUsage, ContentPart, FinishReason, FunctionTool, NormalizationEntry, ReasoningDetail, TextPart, ToolCall } from '../types.js';
-import { errors } from '../errors.js';
+import { errors, clip } from '../errors.js';
 import { EXTENSION_FIELDS } from './common.js';
 
 type Note = (e: NormalizationEntry) => void;
@@ -221,11 +221,11 @@ function documentParts(b: Block, at: string, pdf: boolean): ContentPart[] {
   }
   if (pdf && s.type === 'base64' && typeof s.data === 'string') return [{ type: 'image_url', image_url: { url: `data:${String(s.media_type ?? 'application/pdf')};base64,${s.data}` }, ...cc }];
   if (pdf && s.type === 'url' && typeof s.url === 'string') return [{ type: 'image_url', image_url: { url: s.url }, ...cc }];
-  throw errors.invalid(`Invalid '${at}.source': a '${s.type}' document can only be sent to a Claude or Gemini model; send its text as a text block instead.`, `${at}.source`, 'unsupported_content');
+  throw errors.invalid(`Invalid '${at}.source': a '${clip(s.type)}' document can only be sent to a Claude or Gemini model; send its text as a text block instead.`, `${at}.source`, 'unsupported_content');
 }
 
 function unsupported(b: Block, at: string): never {
-  throw errors.invalid(`Invalid '${at}': a '${b.type}' block can only be sent to a Claude model.`, `${at}.type`, 'unsupported_content');
+  throw errors.invalid(`Invalid '${at}': a '${clip(b.type)}' block can only be sent to a Claude model.`, `${at}.type`, 'unsupported_content');
 }
 
 function userPart(b: Block, at: string, pdf: boolean): ContentPart[] {
@@ -346,7 +346,7 @@ function mapTools(body: MessagesRequest, req: ChatRequest): void {
       req.web_search = { enabled: true, options };
       return;
     }
-    throw errors.invalid(`Invalid 'tools[${i}].type': the server tool '${type}' runs on Anthropic's side and can only be sent to a Claude model.`, `tools[${i}].type`, 'unsupported_tool');
+    throw errors.invalid(`Invalid 'tools[${i}].type': the server tool '${clip(type)}' runs on Anthropic's side and can only be sent to a Claude model.`, `tools[${i}].type`, 'unsupported_tool');
   });
   if (tools.length) req.tools = tools;
   const tc = body.tool_choice;
