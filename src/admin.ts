@@ -21,6 +21,7 @@ export function adminKeyName(kctx: Koa.Context, config: GatewayConfig): string {
   // No early exit: the time taken does not depend on which key matched.
   for (const k of config.adminKeys) if (timingSafeEqual(digest, k.hash) && admin === undefined) admin = k.name;
   for (const k of config.keys) if (timingSafeEqual(digest, k.hash)) client = true;
+  if (config.runtimeKeys?.lookup(digest)) client = true;
   if (admin !== undefined) return admin;
   if (client) throw errors.forbidden('This is a client key: the admin endpoints need an admin key (admin_keys in gateway.yaml, or GATEWAY_ADMIN_KEY).');
   throw errors.unauthenticated(config.adminKeys.length ? 'Invalid admin key.' : 'No admin key is configured (admin_keys in gateway.yaml, or GATEWAY_ADMIN_KEY).');

@@ -13,7 +13,8 @@ import type { BuiltinRegistry } from './pipeline.js';
 const USAGE = `usage: model-gateway <command>
   start            serve the gateway (PORT, GATEWAY_CONFIG, GATEWAY_API_KEYS, <FAMILY>_API_KEY/_BASE_URL)
   check [file]     validate a gateway.yaml (default: $GATEWAY_CONFIG or ./gateway.yaml); exit 1 listing every problem
-  schema           print the JSON Schema of gateway.yaml`;
+  schema           print the JSON Schema of gateway.yaml
+  keys create|list|revoke   runtime client keys (model-gateway keys --help)`;
 
 export function familiesOf(registry: BuiltinRegistry): Record<string, FamilyDefaults> {
   return Object.assign({}, ...registry.providers.map((p) => p.families));
@@ -56,6 +57,23 @@ export async function main(argv: string[]): Promise<void> {
     const { configJsonSchema } = await import('./config/json-schema.js');
     // The built-in families' own provider keys are part of the schema.
     process.stdout.write(JSON.stringify(configJsonSchema(familiesOf(await registry())), null, 2) + '\n');
+    return;
+  }
+  if (cmd === 'keys') {
+    const { keysCommand } = await import('./keys-cli.js');
+    const defaultFile = path.resolve(process.env.GATEWAY_CONFIG ?? './gateway.yaml');
+    const load = async (f: string) => {
+      try {
+        return (await loadFor(await registry(), path.resolve(f))).config;
+      } catch (err) {
+        if (err instanceof ConfigError) {
+          process.stderr.write(err.message + '\n');
+          process.exit(1);
+        }
+        throw err;
+      }
+    };
+    process.exitCode = await keysCommand(argv.slice(1), load, defaultFile);
     return;
   }
   if (cmd === 'start') {

@@ -24,6 +24,8 @@ import { UsageRecorder, openUsageBackend } from './store/usage.js';
 import { adminRoutes, adminKeyName } from './admin.js';
 import { createMetrics } from './metrics.js';
 import { dashboardRoutes } from './dashboard.js';
+import { adminKeyRoutes } from './admin-keys.js';
+import { RuntimeKeys } from './keys.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
 import type { RouteSlot } from './plugin.js';
@@ -235,6 +237,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   // In this process's memory, or shared by the replicas through Redis (state.redis_url; a restart changes it).
   const state = await createSharedState(opts.config, logger);
   const health = state.health;
+  // Runtime keys (docs/keys.md): in memory, following the key store; each config served looks them up here.
+  const runtimeKeys = new RuntimeKeys(logger, state.keyBus);
+  await runtimeKeys.open(opts.config);
+  opts.config.runtimeKeys = runtimeKeys;
   const shared = new ProviderState();
   const generation = (config: GatewayConfig, pipeline: LoadedPipeline): Generation => ({
     config,
@@ -367,6 +373,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   adminRoutes(router, () => current.config, () => recorder?.backend);
   dashboardRoutes(router, logger);
+  adminKeyRoutes(router, () => current.config, runtimeKeys);
 
   // Prometheus metrics (src/metrics.ts), fed by each request's record. The path
   // and whether it is served take effect at start-up; require_admin_key follows reloads.
@@ -584,6 +591,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     swap(config, pipeline, carry) {
       const old = current;
       state.configure(config);
+      config.runtimeKeys = runtimeKeys;
       const next = generation(config, pipeline);
       health.forgetProviders(carry.changedProviders);
       shared.forget(carry.staleInstances);
@@ -648,6 +656,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     if (storeRetry) clearTimeout(storeRetry);
     // What is queued is written (each write bounded by write_timeout_ms), then the store closes.
     await recorder?.close();
+    await runtimeKeys.close();
     await state.close();
     logger.flush?.();
   }

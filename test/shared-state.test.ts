@@ -5,13 +5,16 @@
 // the limits come back with it. Skipped, saying so, where no Redis runs.
 import t from 'tap';
 import net from 'node:net';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import OpenAI, { APIError } from 'openai';
 import { startOpenAIMock, openAIError, OPENAI_KEY } from './mocks/openai.js';
 import { startMock } from './mocks/server.js';
-import { startGateway, until } from './helpers/gateway.js';
+import { startGateway, until, untilAsync } from './helpers/gateway.js';
 import { startGatewayProcess } from './helpers/process.js';
 
 const REDIS = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -55,9 +58,13 @@ async function run() {
   const broken = await startMock(() => openAIError(500, 'The server had an error while processing your request.', 'server_error', null, null));
   t.teardown(() => Promise.all([oai.close(), broken.close()]));
 
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-shared-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const ADMIN = 'gw-shared-admin-key-01';
   const KEYS = { rpm: 'gw-shared-rpm-01', budget: 'gw-shared-budget', cool: 'gw-shared-cool-1' };
   const yaml = `
 server: { workers: 1, log_level: info }
+storage: { usage: { enabled: false, db: "${dir}/gateway.sqlite" } }
 state:
   redis_url: ${REDIS}
   key_prefix: "${prefix}"
@@ -80,7 +87,7 @@ models:
   - id: x/cool
     deployments: [{ provider: broken, model: m }, { provider: openai, model: gpt-4.1-mini }]
 `;
-  const [a, b] = await Promise.all([startGatewayProcess(t, yaml), startGatewayProcess(t, yaml)]);
+  const [a, b] = await Promise.all([startGatewayProcess(t, yaml, { GATEWAY_ADMIN_KEY: ADMIN }), startGatewayProcess(t, yaml, { GATEWAY_ADMIN_KEY: ADMIN })]);
   const on = (g: { baseURL: string }, key: string) => new OpenAI({ apiKey: key, baseURL: g.baseURL, maxRetries: 0, timeout: 20_000 });
 
   t.test('a 10-per-minute key gets exactly 10 successes out of 30 requests over both replicas', async (t) => {
@@ -141,6 +148,27 @@ models:
     t.equal(broken.requests.length, 1, 'B sent nothing to the deployment A cooled');
   });
 
+  t.test('a key created on one replica works on the other; revoked on one, it fails on the other within two seconds', async (t) => {
+    const admin = (g: { url: string }, method: string, p: string, body?: unknown) =>
+      fetch(`${g.url}${p}`, { method, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const made = await admin(a, 'POST', '/admin/keys', { name: 'roaming', rpm: 100 });
+    t.equal(made.status, 201);
+    const { key } = (await made.json()) as { key: string };
+    const status = (g: { baseURL: string }) =>
+      on(g, key)
+        .chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] })
+        .then(
+          () => 200,
+          (e: APIError) => e.status,
+        );
+    await untilAsync(async () => (await status(b)) === 200);
+    t.pass('B accepts the key A created');
+    t.equal((await admin(a, 'DELETE', '/admin/keys/roaming')).status, 200);
+    await untilAsync(async () => (await status(b)) === 401, 2000);
+    t.pass('B refuses it within two seconds of the revoke on A');
+    t.equal(await status(a), 401);
+  });
+
   t.test('Redis stopped mid-run: 503 when closed, served unlimited when open, never a hang; limits back with Redis', async (t) => {
     if (spawnSync('redis-server', ['--version']).status !== 0) {
       t.comment('skipped: redis-server is not installed (this test runs a Redis of its own, to stop and restart it)');
@@ -190,14 +218,6 @@ models:
     await untilAsync(async () => (await ask(closed)).status === 200, 10_000);
     t.match(await ask(open), { status: 200, limit: '1000' }, 'limits back');
   });
-}
-
-async function untilAsync(pred: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await pred())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function freePort(): Promise<number> {

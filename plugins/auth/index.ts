@@ -43,6 +43,8 @@ export default function auth(): PipelinePlugin {
       let found: ClientKey | undefined;
       // No early exit: the time taken does not depend on which key matched.
       for (const k of keys) if (timingSafeEqual(digest, k.hash) && !found) found = k;
+      // Keys created at runtime (docs/keys.md): held in memory by the core, revoked ones dropped.
+      found ??= ctx.config.runtimeKeys?.lookup(digest);
       if (!found) throw errors.unauthenticated('Invalid API key.');
       if (found.endpoints && !found.endpoints.includes(ctx.endpoint))
         throw errors.forbidden(`This key may not call ${ctx.endpoint}.`);

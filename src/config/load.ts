@@ -93,8 +93,8 @@ export interface FamilyDefaults {
 export interface ClientKey {
   name: string;
   hash: Buffer;
-  /** `file`: a named key from gateway.yaml; `env`: from GATEWAY_API_KEYS (named by position). */
-  source: 'file' | 'env';
+  /** `file`: a named key from gateway.yaml; `env`: from GATEWAY_API_KEYS (named by position); `runtime`: created through the admin API or `model-gateway keys` (src/keys.ts). */
+  source: 'file' | 'env' | 'runtime';
   models?: string[];
   endpoints?: string[];
   /** The policy the key follows, by name (gateway.yaml `policies`), if any. */
@@ -133,6 +133,8 @@ export interface GatewayConfig {
   state: RawConfig['state'];
   telemetry: RawConfig['telemetry'];
   keys: ClientKey[];
+  /** The runtime keys (src/keys.ts), set by the core on each config it serves: looked up in memory, never in a database. */
+  runtimeKeys?: { lookup(digest: Buffer): ClientKey | undefined };
   adminKeys: AdminKey[];
   providers: Map<string, ProviderConfig>;
   models: Map<string, ModelConfig>;

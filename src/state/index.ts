@@ -9,13 +9,16 @@ import type { GatewayConfig } from '../config/load.js';
 import { MemoryHealth, type Health } from '../dispatch.js';
 import { MemoryLimits } from '../limits.js';
 import { Limiter } from './limiter.js';
-import { RedisLimits, connect, shareHealth } from './redis.js';
+import { RedisLimits, connect, shareHealth, keyBus } from './redis.js';
+import type { KeyBus } from '../keys.js';
 
 export interface SharedState {
   limiter: Limiter;
   health: Health;
   /** Whether the state is shared through Redis. */
   shared: boolean;
+  /** Key changes between replicas (with Redis). */
+  keyBus?: KeyBus;
   configure(config: GatewayConfig): void;
   close(): Promise<void>;
 }
@@ -34,12 +37,14 @@ export async function createSharedState(config: GatewayConfig, logger: Logger): 
   const sub = connect({ ...opts }, log, 'subscriber');
   const limiter = new Limiter(new RedisLimits(redis, st.key_prefix, log), st.on_unavailable, log);
   shareHealth(health, redis, sub, st.key_prefix, log);
+  const bus = keyBus(redis, sub, st.key_prefix, log);
   await Promise.race([Promise.all([ready(redis), ready(sub)]), new Promise((r) => setTimeout(r, st.timeout_ms * 4).unref())]);
   if (redis.status !== 'ready') log.warn({ on_unavailable: st.on_unavailable }, 'redis: not reachable at start-up; reconnecting in the background');
   return {
     limiter,
     health,
     shared: true,
+    keyBus: bus,
     configure: (c) => configure(c, limiter, health),
     async close() {
       await limiter.store.close();

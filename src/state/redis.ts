@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { budgetPeriod, LEASE_MS, WINDOW_MS, toMicros, type AdmitRequest, type AdmitResult, type Estimate, type LimitStore, type Reservation, type Rejection } from '../limits.js';
 import type { MemoryHealth } from '../dispatch.js';
+import type { KeyBus } from '../keys.js';
 
 // KEYS: window hash, in-flight zset, budget hash, budget holds zset.
 // ARGV: rpm, tpm, max_parallel, budget (micro-USD), tokens, micros, id, lease ms, budget ttl ms, window ms (0 or -1: no such limit).
@@ -215,7 +216,8 @@ export function shareHealth(health: MemoryHealth, redis: Redis, sub: Redis, pref
       .exec()
       .catch((err: Error) => logger.warn({ err: err.message }, 'redis: could not share a cool-down'));
   };
-  sub.on('message', (_ch: string, msg: string) => {
+  sub.on('message', (ch: string, msg: string) => {
+    if (ch !== channel) return;
     const tab = msg.indexOf('\t');
     if (tab > 0) health.apply(msg.slice(tab + 1), Number(msg.slice(0, tab)));
   });
@@ -231,4 +233,24 @@ export function shareHealth(health: MemoryHealth, redis: Redis, sub: Redis, pref
     void catchUp();
   });
   redis.on('ready', () => void catchUp());
+}
+
+/** Key changes (created, revoked) published to every replica (src/keys.ts). */
+export function keyBus(redis: Redis, sub: Redis, prefix: string, logger: Logger): KeyBus {
+  const channel = `${prefix}keys`;
+  const listeners: ((msg: string) => void)[] = [];
+  sub.on('message', (ch: string, msg: string) => {
+    if (ch === channel) for (const l of listeners) l(msg);
+  });
+  const join = () => void sub.subscribe(channel).catch(() => {});
+  sub.on('ready', join);
+  if (sub.status === 'ready') join();
+  return {
+    publish(msg) {
+      redis.publish(channel, msg).catch((err: Error) => logger.warn({ err: err.message }, 'redis: could not publish a key change (replicas see it at their next poll)'));
+    },
+    subscribe(l) {
+      listeners.push(l);
+    },
+  };
 }

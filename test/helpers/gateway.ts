@@ -85,6 +85,15 @@ export async function until(pred: () => boolean, ms = 2000): Promise<void> {
   }
 }
 
+/** until() for a predicate that must ask something (a server, a database). */
+export async function untilAsync(pred: () => Promise<boolean>, ms = 2000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await pred())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /**
  * A minimal gateway.yaml around one OpenAI mock. `extra` adds top-level
  * sections; `providers` / `models` add list items (YAML text, 2-space indent).

@@ -1,0 +1,47 @@
+// POST /admin/keys, GET /admin/keys, DELETE /admin/keys/{name}: runtime client
+// keys (docs/keys.md, "Runtime keys"), behind the admin key (src/admin.ts).
+import type Koa from 'koa';
+import type Router from '@koa/router';
+import type { GatewayConfig } from './config/load.js';
+import { errors, GatewayError, clip } from './errors.js';
+import { validate } from './validate.js';
+import { adminKeyName } from './admin.js';
+import { NewKeySchema, createKey, keyJson, type RuntimeKeys } from './keys.js';
+import { KeyConflict, type KeyStore } from './store/keys.js';
+
+function storeOf(keys: RuntimeKeys): KeyStore {
+  if (!keys.store) throw new GatewayError(503, 'service_unavailable_error', 'The key store is not available (it could not be opened: see the gateway log).', { code: 'key_store_unavailable' });
+  return keys.store;
+}
+
+const conflict = (err: unknown): never => {
+  if (err instanceof KeyConflict) throw new GatewayError(409, 'invalid_request_error', `Invalid 'name': ${err.message}; revoke it first or choose another name.`, { param: 'name', code: 'key_exists' });
+  throw err;
+};
+
+export function adminKeyRoutes(router: Router, config: () => GatewayConfig, keys: RuntimeKeys): void {
+  router.post('/admin/keys', async (kctx: Koa.Context) => {
+    const cfg = config();
+    kctx.state.log.admin_key = adminKeyName(kctx, cfg);
+    const bodyError = kctx.state.bodyError as GatewayError | undefined;
+    if (bodyError) throw bodyError;
+    const body = validate(NewKeySchema, (kctx.request as unknown as { body?: unknown }).body);
+    const { stored, secret } = await createKey(storeOf(keys), cfg, body).catch(conflict);
+    await keys.changed(`created ${stored.name}`);
+    kctx.status = 201;
+    // The key itself, this once: only its SHA-256 is kept.
+    const { revoked: _r, ...shown } = keyJson(stored);
+    kctx.body = { name: stored.name, key: secret, ...shown };
+  });
+  router.get('/admin/keys', async (kctx: Koa.Context) => {
+    kctx.state.log.admin_key = adminKeyName(kctx, config());
+    kctx.body = { data: (await storeOf(keys).list()).map(keyJson) };
+  });
+  router.delete('/admin/keys/:name', async (kctx: Koa.Context) => {
+    kctx.state.log.admin_key = adminKeyName(kctx, config());
+    const name = String(kctx.params.name);
+    if (!(await storeOf(keys).revoke(name, Date.now()))) throw errors.notFound(`No active runtime key named '${clip(name)}'.`, null, 'key_not_found');
+    await keys.changed(`revoked ${name}`);
+    kctx.body = { name, revoked: true };
+  });
+}
