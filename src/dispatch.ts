@@ -4,7 +4,7 @@
 // error, first-byte timeout, 5xx, 429 (after retries), 401/403 from the
 // provider, or an unparseable body; a 400 is the caller's fault and returns at
 // once. At most `routing.max_attempts` (≤ 3) upstream calls in all.
-import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, ProviderCall, Target } from './plugin.js';
+import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, ProviderCall, Target, ReplicaStore } from './plugin.js';
 import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
 import type { RoutingAttempt } from './types.js';
 import type { Transport } from './upstream.js';
@@ -18,6 +18,8 @@ export interface CoreServices {
   providerPlugins: Map<string, ProviderPlugin>; // by family
   health: Health;
   shared: ProviderState;
+  /** With shared state (state.redis_url): each provider block's ReplicaStore. */
+  replicas?: { of(p: ProviderConfig): ReplicaStore };
 }
 
 /**
@@ -275,6 +277,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
           signal: ac.signal,
           requestId: ctx.id,
           shared: core.shared.of(provider),
+          replicas: core.replicas?.of(provider),
           note: (e) => ctx.debug.normalizations.push(e),
           authorize: plugin.authorize && ((req, c) => plugin.authorize!(req, c)),
           reportUsage,

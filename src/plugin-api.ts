@@ -16,6 +16,7 @@ export type {
   Target,
   RouteSlot,
   Outcome,
+  ReplicaStore,
 } from './plugin.js';
 export { slot } from './plugin.js';
 

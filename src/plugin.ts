@@ -133,6 +133,14 @@ export interface ProviderCall<T> {
   requestId: string;
   /** Caches and stores shared across requests, keyed by the plugin (e.g. Gemini cached contents). */
   shared: Map<string, unknown>;
+  /**
+   * What this provider block's plugin shares with the other gateway replicas
+   * (state.redis_url; absent without it): small strings by key, with a time
+   * to live, so that replicas reuse what one of them created upstream (Gemini
+   * cached contents). Each call is bounded by state.timeout_ms and rejects
+   * when Redis is unavailable: treat that as a miss.
+   */
+  replicas?: ReplicaStore;
   /** Record a change the provider made to fit its API (shown under debug.normalizations). */
   note(entry: NormalizationEntry): void;
   /** The plugin's authorize step (ProviderPlugin.authorize), run by upstreamRequest on every call. */
@@ -144,6 +152,13 @@ export interface ProviderCall<T> {
    * is then accounted with what was seen, marked partial. Optional to call.
    */
   reportUsage?(usage: ChatUsage): void;
+}
+
+/** Strings shared by the replicas (ProviderCall.replicas), namespaced by provider block. */
+export interface ReplicaStore {
+  get(key: string): Promise<string | undefined>;
+  set(key: string, value: string, ttlMs: number): Promise<void>;
+  delete(key: string): Promise<void>;
 }
 
 export type ChatOutcome = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; chunks: AsyncIterable<ChatChunk> };

@@ -245,7 +245,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const generation = (config: GatewayConfig, pipeline: LoadedPipeline): Generation => ({
     config,
     pipeline,
-    core: { transport, providerPlugins: pipeline.providers, health, shared },
+    core: { transport, providerPlugins: pipeline.providers, health, shared, replicas: state.replicas },
     bodyOptions: { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms, maxDepth: config.server.json_max_depth },
     active: 0,
   });

@@ -14,6 +14,7 @@ import { Redis } from 'ioredis';
 import OpenAI, { APIError } from 'openai';
 import { startOpenAIMock, openAIError, OPENAI_KEY } from './mocks/openai.js';
 import { startMock } from './mocks/server.js';
+import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, until, untilAsync } from './helpers/gateway.js';
 import { startGatewayProcess } from './helpers/process.js';
 
@@ -55,6 +56,8 @@ async function run() {
   });
 
   const oai = await startOpenAIMock();
+  const gem = await startGeminiMock();
+  t.teardown(() => gem.close());
   const broken = await startMock(() => openAIError(500, 'The server had an error while processing your request.', 'server_error', null, null));
   t.teardown(() => Promise.all([oai.close(), broken.close()]));
 
@@ -74,6 +77,7 @@ keys:
   - { name: cool, sha256: ${sha(KEYS.cool)} }
 providers:
   - { name: openai, family: openai, base_url: ${oai.url}/v1, api_key: ${OPENAI_KEY}, retries: 0, timeout_ms: 3000 }
+  - { name: google, family: google, base_url: ${gem.url}, api_key: ${GEMINI_KEY}, retries: 0, timeout_ms: 3000 }
   - { name: broken, family: openai-compatible, base_url: ${broken.url}/v1, api_key: sk-broken, retries: 0, timeout_ms: 3000 }
 routing:
   failure_threshold: 1
@@ -84,6 +88,8 @@ models:
   - id: x/priced
     deployments: [{ provider: openai, model: gpt-4.1 }]
     pricing: { input: 2, output: 8 }
+  - id: google/gemini-2.5-flash
+    deployments: [{ provider: google, model: gemini-2.5-flash }]
   - id: x/cool
     deployments: [{ provider: broken, model: m }, { provider: openai, model: gpt-4.1-mini }]
 `;
@@ -146,6 +152,26 @@ models:
     const r = await on(b, KEYS.cool).chat.completions.create({ model: 'x/cool', messages: [{ role: 'user', content: 'hi' }] });
     t.match(r.choices[0].message.content, /Echo: hi/);
     t.equal(broken.requests.length, 1, 'B sent nothing to the deployment A cooled');
+  });
+
+  t.test('a Gemini cached content created through one replica is reused by the other', async (t) => {
+    gem.reset();
+    const manual = 'Shared reference manual. '.repeat(300); // above Gemini's 1,024-token minimum
+    const ask = (g: { baseURL: string }, q: string) =>
+      on(g, KEYS.cool).chat.completions.create({
+        model: 'google/gemini-2.5-flash',
+        messages: [
+          { role: 'system', content: manual, cache_control: { type: 'ephemeral', ttl: '300s' } },
+          { role: 'user', content: q },
+        ],
+      } as never);
+    t.match((await ask(a, 'first')).choices[0].message.content, /Echo: first/);
+    t.match((await ask(b, 'second')).choices[0].message.content, /Echo: second/);
+    const creates = gem.requests.filter((r) => r.path === '/v1beta/cachedContents');
+    t.equal(creates.length, 1, 'one cached content for both replicas');
+    const used = gem.requests.filter((r) => r.path.endsWith(':generateContent')).map((r) => r.body.cachedContent);
+    t.equal(used.length, 2);
+    t.ok(used[0] && used[0] === used[1], `both generate calls use ${used[0]}`);
   });
 
   t.test('a key created on one replica works on the other; revoked on one, it fails on the other within two seconds', async (t) => {

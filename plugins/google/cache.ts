@@ -3,8 +3,11 @@
 //
 // A marked prefix becomes one cached content, created once per (provider,
 // model, prefix) and reused until shortly before it expires. The store lives in
-// the core's cross-request `shared` map. Concurrent requests with the same
-// prefix wait for one creation. A creation Google refuses as invalid (typically
+// the core's cross-request `shared` map and, with several replicas on one
+// Redis (ProviderCall.replicas), in Redis too: a replica that has not seen a
+// prefix first looks for the cached content another one created. Concurrent
+// requests with the same prefix wait for one creation (per replica: two
+// replicas that miss at the same moment may each create one). A creation Google refuses as invalid (typically
 // "Cached content is too small": 1,024 tokens minimum on Flash, 4,096 on Pro)
 // is remembered for a while so that every request does not pay the round trip;
 // other failures (429, 5xx, network) are retried by the next request.
@@ -20,7 +23,7 @@ const MAX_ENTRIES = 512;
 /** How long a refused (4xx) creation is remembered. */
 const REFUSED_FOR_MS = 10 * 60_000;
 
-type Outcome = { name: string } | { error: string };
+type Outcome = { name: string; created: boolean } | { error: string };
 
 interface Entry {
   name?: string;
@@ -75,12 +78,23 @@ export async function ensureCachedContent(call: ProviderCall<unknown>, site: Gem
   }
 
   const pending = (async (): Promise<Outcome> => {
+    // Another replica's (its entry expires with the cached content); Redis unavailable is a miss.
+    const remote = await call.replicas?.get(key).catch(() => undefined);
+    if (remote) {
+      const r = JSON.parse(remote) as { name?: unknown; expiresAt?: unknown };
+      if (typeof r.name === 'string' && typeof r.expiresAt === 'number' && r.expiresAt - margin > Date.now()) {
+        store.set(key, { name: r.name, expiresAt: r.expiresAt });
+        return { name: r.name, created: false };
+      }
+    }
     try {
       const res = await upstreamJson<CachedContent>(call, { url: site.cachesUrl, headers: site.headers, body: create, mapError: geminiError });
       if (typeof res.name !== 'string' || !res.name) throw new Error('no name in the cachedContents answer');
       const expiresAt = Date.parse(res.expireTime ?? '') || Date.now() + ttlMs;
       store.set(key, { name: res.name, expiresAt });
-      return { name: res.name };
+      // Shared without waiting: the request goes on whether Redis takes it or not.
+      call.replicas?.set(key, JSON.stringify({ name: res.name, expiresAt }), expiresAt - Date.now()).catch(() => {});
+      return { name: res.name, created: true };
     } catch (err) {
       const refused = err instanceof UpstreamError && err.status >= 400 && err.status < 500 && err.status !== 429;
       const error = err instanceof UpstreamError ? `${err.status} ${err.error.message}` : (err as Error).message;
@@ -92,10 +106,11 @@ export async function ensureCachedContent(call: ProviderCall<unknown>, site: Gem
   prune(store, now);
   store.set(key, { pending, expiresAt: 0 });
   const o = await pending;
-  return 'name' in o ? { key, name: o.name, created: true } : { key, error: o.error, created: false };
+  return 'name' in o ? { key, name: o.name, created: o.created } : { key, error: o.error, created: false };
 }
 
-/** Forget a cached content Google no longer knows (deleted or expired early). */
-export function evictCachedContent(shared: Map<string, unknown>, key: string): void {
-  storeOf(shared).delete(key);
+/** Forget a cached content Google no longer knows (deleted or expired early), here and for the other replicas. */
+export function evictCachedContent(call: Pick<ProviderCall<unknown>, 'shared' | 'replicas'>, key: string): void {
+  storeOf(call.shared).delete(key);
+  call.replicas?.delete(key).catch(() => {});
 }

@@ -123,7 +123,7 @@ export async function geminiChat(call: ProviderCall<ChatRequest>, site: GeminiSi
   } catch (err) {
     if (!cacheGone(err)) throw err;
     // Deleted or expired early on Google's side: forget it and answer uncached.
-    evictCachedContent(call.shared, cache.key);
+    evictCachedContent(call, cache.key);
     call.note({ param: 'cache_control', action: 'strip', reason: `Gemini no longer knows ${cache.name}; the request was sent uncached` });
     return generate(call, site, plan.body);
   }

@@ -9,7 +9,9 @@ import type { GatewayConfig } from '../config/load.js';
 import { MemoryHealth, type Health } from '../dispatch.js';
 import { MemoryLimits } from '../limits.js';
 import { Limiter } from './limiter.js';
-import { RedisLimits, connect, shareHealth, keyBus } from './redis.js';
+import { RedisLimits, connect, shareHealth, keyBus, replicaStores } from './redis.js';
+import type { ReplicaStore } from '../plugin.js';
+import type { ProviderConfig } from '../config/schema.js';
 import type { KeyBus } from '../keys.js';
 
 export interface SharedState {
@@ -19,6 +21,8 @@ export interface SharedState {
   shared: boolean;
   /** Key changes between replicas (with Redis). */
   keyBus?: KeyBus;
+  /** Provider plugins' shared strings (with Redis): ProviderCall.replicas. */
+  replicas?: { of(p: ProviderConfig): ReplicaStore };
   configure(config: GatewayConfig): void;
   close(): Promise<void>;
 }
@@ -45,6 +49,7 @@ export async function createSharedState(config: GatewayConfig, logger: Logger): 
     health,
     shared: true,
     keyBus: bus,
+    replicas: replicaStores(redis, st.key_prefix),
     configure: (c) => configure(c, limiter, health),
     async close() {
       await limiter.store.close();

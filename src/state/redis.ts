@@ -11,6 +11,8 @@ import type { Logger } from 'pino';
 import { budgetPeriod, LEASE_MS, WINDOW_MS, toMicros, type AdmitRequest, type AdmitResult, type Estimate, type LimitStore, type Reservation, type Rejection } from '../limits.js';
 import type { MemoryHealth } from '../dispatch.js';
 import type { KeyBus } from '../keys.js';
+import type { ReplicaStore } from '../plugin.js';
+import type { ProviderConfig } from '../config/schema.js';
 
 // KEYS: window hash, in-flight zset, budget hash, budget holds zset.
 // ARGV: rpm, tpm, max_parallel, budget (micro-USD), tokens, micros, id, lease ms, budget ttl ms, window ms (0 or -1: no such limit).
@@ -233,6 +235,30 @@ export function shareHealth(health: MemoryHealth, redis: Redis, sub: Redis, pref
     void catchUp();
   });
   redis.on('ready', () => void catchUp());
+}
+
+/** Each provider block's strings shared by the replicas (ProviderCall.replicas), under `<prefix>shared:<provider>:`. */
+export function replicaStores(redis: Redis, prefix: string): { of(p: ProviderConfig): ReplicaStore } {
+  const stores = new Map<string, ReplicaStore>();
+  return {
+    of(p) {
+      let s = stores.get(p.name);
+      if (!s) {
+        const ns = `${prefix}shared:${p.name}:`;
+        s = {
+          get: async (k) => (await redis.get(ns + k)) ?? undefined,
+          set: async (k, val, ttlMs) => {
+            if (ttlMs > 0) await redis.set(ns + k, val, 'PX', Math.ceil(ttlMs));
+          },
+          delete: async (k) => {
+            await redis.del(ns + k);
+          },
+        };
+        stores.set(p.name, s);
+      }
+      return s;
+    },
+  };
 }
 
 /** Key changes (created, revoked) published to every replica (src/keys.ts). */
