@@ -82,6 +82,7 @@ export class RuntimeKeys {
   private timer?: NodeJS.Timeout;
   private retry?: NodeJS.Timeout;
   private closed = false;
+  private failures = 0;
   constructor(
     private logger: Logger,
     private bus?: KeyBus,
@@ -112,8 +113,11 @@ export class RuntimeKeys {
       this.timer.unref();
     } catch (err) {
       if (this.closed) return;
-      this.logger.error({ error: (err as Error).message }, 'cannot open the key store (storage.url / storage.usage.db): runtime keys are unavailable; retrying in 30 s');
-      this.retry = setTimeout(() => void this.open(config), 30_000);
+      // Retried after 1 s, 2 s, 4 s… up to 30 s (a file another process is creating is busy for a moment).
+      const wait = Math.min(30_000, POLL_MS * 2 ** this.failures++);
+      if (this.failures === 1 || wait === 30_000)
+        this.logger.error({ error: (err as Error).message }, `cannot open the key store (storage.url / storage.usage.db): runtime keys are unavailable; retrying in ${wait / 1000} s`);
+      this.retry = setTimeout(() => void this.open(config), wait);
       this.retry.unref();
     }
   }

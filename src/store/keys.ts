@@ -76,8 +76,8 @@ export function openSqliteKeys(file: string, table: string, baseDir: string): Ke
   if (!memory) mkdirSync(path.dirname(where), { recursive: true });
   const { DatabaseSync } = createRequire(import.meta.url)('node:sqlite') as typeof import('node:sqlite');
   const db = new DatabaseSync(where);
-  if (!memory) db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA busy_timeout = 200');
+  if (!memory) db.exec('PRAGMA journal_mode = WAL');
   db.exec(`CREATE TABLE IF NOT EXISTS ${table} (name TEXT PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, policy TEXT NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER, changed_at INTEGER NOT NULL)`);
   const q = {
     active: db.prepare(`SELECT name FROM ${table} WHERE name = ? AND revoked_at IS NULL`),
