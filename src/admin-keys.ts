@@ -5,6 +5,7 @@ import type Router from '@koa/router';
 import type { GatewayConfig } from './config/load.js';
 import { errors, GatewayError, clip } from './errors.js';
 import { validate } from './validate.js';
+import { readJsonBody, type BodyOptions } from './body.js';
 import { adminKeyName } from './admin.js';
 import { NewKeySchema, createKey, keyJson, type RuntimeKeys } from './keys.js';
 import { KeyConflict, type KeyStore } from './store/keys.js';
@@ -19,13 +20,18 @@ const conflict = (err: unknown): never => {
   throw err;
 };
 
-export function adminKeyRoutes(router: Router, config: () => GatewayConfig, keys: RuntimeKeys): void {
+export function adminKeyRoutes(router: Router, config: () => GatewayConfig, keys: RuntimeKeys, bodyOptions: () => BodyOptions): void {
   router.post('/admin/keys', async (kctx: Koa.Context) => {
     const cfg = config();
     kctx.state.log.admin_key = adminKeyName(kctx, cfg);
-    const bodyError = kctx.state.bodyError as GatewayError | undefined;
-    if (bodyError) throw bodyError;
-    const body = validate(NewKeySchema, (kctx.request as unknown as { body?: unknown }).body);
+    // Read after the admin key is checked: an unauthenticated caller's body is never read.
+    const raw = await readJsonBody(kctx.req, bodyOptions()).catch((err: unknown) => {
+      // The rest of an unread body would stall the connection: close it after the answer.
+      if (!kctx.req.complete) kctx.res.setHeader('connection', 'close');
+      throw err;
+    });
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw errors.invalid('Request body must be a JSON object.', null, 'invalid_json');
+    const body = validate(NewKeySchema, raw);
     const { stored, secret } = await createKey(storeOf(keys), cfg, body).catch(conflict);
     await keys.changed(`created ${stored.name}`);
     kctx.status = 201;

@@ -373,7 +373,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   adminRoutes(router, () => current.config, () => recorder?.backend);
   dashboardRoutes(router, logger);
-  adminKeyRoutes(router, () => current.config, runtimeKeys);
+  adminKeyRoutes(router, () => current.config, runtimeKeys, () => current.bodyOptions);
 
   // Prometheus metrics (src/metrics.ts), fed by each request's record. The path
   // and whether it is served take effect at start-up; require_admin_key follows reloads.
