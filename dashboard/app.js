@@ -112,14 +112,14 @@
     return out;
   }
 
-  function chart(id, title, xs, series, format) {
+  function chart(id, title, xs, series, format, points) {
     const box = $(id);
     if (charts[id]) charts[id].destroy();
     box.setAttribute('aria-label', `${title}: a line chart; its data is in the table below it.`);
     const opts = {
       width: Math.max(320, box.clientWidth),
       height: 260,
-      series: [{ label: 'Time', value: (_u, v) => (v === null ? '–' : new Date(v * 1000).toLocaleString()) }, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false, points: { show: xs.length < 100 }, value: (_u, v) => (v === null ? '–' : format(v)) }))],
+      series: [{ label: 'Time', value: (_u, v) => (v === null ? '–' : new Date(v * 1000).toLocaleString()) }, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false, points: { show: points }, value: (_u, v) => (v === null ? '–' : format(v)) }))],
       axes: [{}, { values: (_u, ticks) => ticks.map((v) => format(v)), size: 70 }],
       scales: { y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
       legend: { live: true },
@@ -150,7 +150,7 @@
     const format = metric === 'cost_usd' ? usd : int;
     const title = `${METRIC_LABEL[metric]} by ${GROUP_LABEL[view.group]}, per ${view.interval}`;
     $('usage-title').textContent = title;
-    chart('chart-usage', title, xs, series, format);
+    chart('chart-usage', title, xs, series, format, false);
     fillTable(
       $('table-usage'),
       title,
@@ -176,7 +176,8 @@
       for (const s of series) s.values[i] = row[s.m][s.p];
     }
     const title = `Latency and time to first byte percentiles, per ${view.interval}`;
-    chart('chart-latency', title, xs, series, (v) => ms(Math.round(v)));
+    // Points: a bucket between two empty ones is a point, not a line.
+    chart('chart-latency', title, xs, series, (v) => ms(Math.round(v)), true);
     const rows = [];
     xs.forEach((t, i) => {
       if (series.some((s) => s.values[i] !== null)) rows.push([new Date(t).toLocaleString(), ...series.map((s) => ms(s.values[i]))]);
@@ -312,7 +313,11 @@
       input.value = '';
       if (!key) return showLogin('Type an admin key.');
       $('login-error').textContent = '';
-      if (await load(key)) sessionStorage.setItem(STORE, key);
+      if (await load(key)) {
+        sessionStorage.setItem(STORE, key);
+        // The form is gone: keyboard and screen-reader users start at the top of the board.
+        $('board-title').focus();
+      }
     });
     $('controls').addEventListener('submit', (e) => {
       e.preventDefault();

@@ -154,6 +154,7 @@ t.test('with real requests: the numbers, the models, the failed request', { skip
   const { page, problems } = await openPage(t, gw);
   await signIn(page, ADMIN_KEY);
   await page.locator('#content').waitFor({ state: 'visible' });
+  t.equal(await page.evaluate(() => (globalThis as any).document.activeElement?.id), 'board-title', 'the focus moves from the gone form to the board');
   t.equal(await text(page, '[data-total=requests]'), '5', 'five requests');
   t.equal(await text(page, '[data-total=errors]'), '1 (20.0%)', 'one error');
   t.equal(await text(page, '[data-total=input_tokens]'), nf.format(input), 'the input tokens the client was told');
