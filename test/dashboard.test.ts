@@ -263,6 +263,13 @@ t.test('an empty store shows the empty state; a wrong key the refusal', { skip }
   t.ok(await page.locator('#failure').isHidden(), 'not an error');
   t.ok(await page.locator('#login-error').isHidden(), 'the refusal is gone');
   t.same(problems, [], 'no script error, no policy violation');
+
+  // A key kept by the tab that the gateway no longer accepts (removed from admin_keys): asked again.
+  await page.evaluate(() => sessionStorage.setItem('model-gateway-admin-key', 'a-key-since-removed'));
+  await page.reload();
+  await page.locator('#login-error').getByText(/refused/).waitFor();
+  t.ok(await page.locator('#board').isHidden(), 'no dashboard with a stale key');
+  t.equal(await page.evaluate(() => sessionStorage.getItem('model-gateway-admin-key')), null, 'the stale key is dropped');
 });
 
 t.test('a gateway without its usage store says so', { skip }, async (t) => {
