@@ -12,6 +12,7 @@ import { TransportError } from './upstream.js';
 import { UpstreamError, MappedEvents } from './provider.js';
 import { GatewayError, errors, scrubSecrets, providerSecrets } from './errors.js';
 import { fromChatUsage } from './usage.js';
+import { spanId, traceparentOf } from './tracing.js';
 
 export interface CoreServices {
   transport: Transport;
@@ -264,6 +265,9 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       ctx.signal.addEventListener('abort', onClientAbort, { once: true });
       meter.reset();
       rec.attempts = attemptsMade;
+      // Its span (tracing on): the upstream sees it as the parent when the operator allows propagation.
+      const span = rec.trace ? { span_id: spanId(), start: Date.now() } : undefined;
+      const traceparent = span && ctx.config.telemetry.traces.propagate_upstream ? traceparentOf(rec.trace!, span.span_id) : undefined;
       // The target being tried: the one that served, or for a request that fails, the last one tried.
       rec.provider = provider.name;
       rec.model = target.model.id;
@@ -281,9 +285,11 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
           note: (e) => ctx.debug.normalizations.push(e),
           authorize: plugin.authorize && ((req, c) => plugin.authorize!(req, c)),
           reportUsage,
+          traceparent,
         });
         const took = performance.now() - started;
         rec.upstream_ms += took;
+        if (span) (rec.attempt_spans ??= []).push({ ...span, provider: provider.name, model: target.model.id, deployment: deployment.model, duration_ms: took });
         ctx.attempts.push({ provider: provider.name, region, status: 'succeeded', model: target.model.id, latency_ms: Math.round(took) });
         core.health.success(target.model.id, deployment, region);
         ctx.log.provider = provider.name;
@@ -300,6 +306,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         const took = performance.now() - started;
         rec.upstream_ms += took;
         (rec.upstream_errors ??= []).push({ provider: provider.name, type: upstreamErrorType(err) });
+        if (span) (rec.attempt_spans ??= []).push({ ...span, provider: provider.name, model: target.model.id, deployment: deployment.model, duration_ms: took, error_type: upstreamErrorType(err) });
         ctx.attempts.push({ provider: provider.name, region, status: 'failed', model: target.model.id, latency_ms: Math.round(took), error: scrubSecrets(f.error, secrets) });
         if (!f.fallback) {
           if (err instanceof UpstreamError)

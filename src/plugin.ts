@@ -152,6 +152,8 @@ export interface ProviderCall<T> {
    * is then accounted with what was seen, marked partial. Optional to call.
    */
   reportUsage?(usage: ChatUsage): void;
+  /** A W3C traceparent for the upstream request (telemetry.traces.propagate_upstream); upstreamRequest sends it. */
+  traceparent?: string;
 }
 
 /** Strings shared by the replicas (ProviderCall.replicas), namespaced by provider block. */

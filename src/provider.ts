@@ -154,6 +154,7 @@ export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCa
   const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : serialise(o.body, call.provider.name);
   // The plugin's headers first; the operator's `headers` in gateway.yaml win.
   let headers: Record<string, string> = { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers, ...call.provider.headers };
+  if (call.traceparent) headers.traceparent = call.traceparent;
   let url = o.url;
   const method = o.method ?? 'POST';
   const authorize = o.authorize === undefined ? call.authorize : o.authorize;

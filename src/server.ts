@@ -26,6 +26,7 @@ import { createMetrics } from './metrics.js';
 import { dashboardRoutes } from './dashboard.js';
 import { adminKeyRoutes } from './admin-keys.js';
 import { RuntimeKeys } from './keys.js';
+import { TraceExporter, traceContext } from './tracing.js';
 import { validateChat, chatTerminal } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
 import type { RouteSlot } from './plugin.js';
@@ -98,6 +99,8 @@ export interface Gateway {
   swap(config: GatewayConfig, pipeline: LoadedPipeline, carry: ProviderCarry): { retired: Promise<void> };
   /** The usage store's queue (undefined when storage.usage.enabled is false). */
   readonly usage: UsageRecorder | undefined;
+  /** The span exporter (undefined without telemetry.otlp_endpoint). */
+  readonly traces: TraceExporter | undefined;
   listen(port?: number, host?: string): Promise<AddressInfo>;
   /**
    * Drain (new requests refused with a 503, /healthz 503), let in-flight
@@ -375,6 +378,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   dashboardRoutes(router, logger);
   adminKeyRoutes(router, () => current.config, runtimeKeys, () => current.bodyOptions);
 
+  // Traces (src/tracing.ts): with telemetry.otlp_endpoint (at start-up), each request's record becomes spans.
+  const traces = opts.config.telemetry.otlp_endpoint ? new TraceExporter(opts.config.telemetry.otlp_endpoint, () => current.config, logger) : undefined;
+  if (traces) recordSinks.push((r) => traces.record(r));
+
   // Prometheus metrics (src/metrics.ts), fed by each request's record. The path
   // and whether it is served take effect at start-up; require_admin_key follows reloads.
   const metricsOpts = opts.config.telemetry.metrics;
@@ -455,6 +462,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         record: newRecord(kctx.state.requestId, spec.endpoint),
         meter: new UsageMeter(),
       };
+      if (traces) ctx.record.trace = traceContext(req.headers.traceparent);
       if (metered) kctx.state.metered = ctx;
       // Headers first (auth): a refused request's body is never read.
       const gate = pipeline.beforeBody(ctx);
@@ -578,6 +586,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     app,
     server,
     usage: recorder,
+    traces,
     get config() {
       return current.config;
     },

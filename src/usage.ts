@@ -7,6 +7,7 @@
 // closes. docs/observability.md.
 import type { ChatUsage } from './types.js';
 import type { ModelConfig, Endpoint } from './config/schema.js';
+import type { TraceContext } from './tracing.js';
 
 /**
  * Token and unit counts of one request. `input_tokens` counts every input
@@ -219,6 +220,10 @@ export interface RequestRecord {
   /** Time spent in upstream calls before the first byte (every attempt). */
   upstream_ms: number;
   stream: boolean;
+  /** The request's trace (telemetry.otlp_endpoint set): src/tracing.ts. */
+  trace?: TraceContext;
+  /** Each upstream attempt, for its span: when it started (Unix ms), how long it took, how it failed. */
+  attempt_spans?: { span_id: string; provider: string; model: string; deployment: string; start: number; duration_ms: number; error_type?: string }[];
 }
 
 export function newRecord(requestId: string, endpoint: Endpoint, time = Date.now()): RequestRecord {

@@ -295,6 +295,18 @@ const AdminKeySchema = v.strictObject({
 });
 
 const TelemetrySchema = v.strictObject({
+  /**
+   * An OpenTelemetry collector's OTLP/HTTP endpoint (`http://collector:4318`;
+   * spans go to `/v1/traces`). Absent: no traces.
+   */
+  otlp_endpoint: v.optional(v.pipe(v.string(), v.regex(/^(?:https?:\/\/\S+)?$/, "must be an http(s) URL such as 'http://collector:4318', or empty"))),
+  traces: v.optional(
+    v.strictObject({
+      /** Send a W3C traceparent upstream (the attempt's span as parent), so that a provider's own tracing joins the trace. */
+      propagate_upstream: v.optional(v.boolean(), false),
+    }),
+    {},
+  ),
   /** Prometheus metrics (docs/observability.md#metrics). */
   metrics: v.optional(
     v.strictObject({

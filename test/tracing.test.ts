@@ -1,0 +1,165 @@
+// OpenTelemetry traces (issue 19, section 4), with a mock OTLP/HTTP collector:
+// a span per request and per upstream attempt with the GenAI attributes; the
+// client's W3C traceparent honoured; propagated upstream only when
+// telemetry.traces.propagate_upstream allows it.
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import OpenAI from 'openai';
+import { startMock } from './mocks/server.js';
+import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
+import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
+import { startGateway, CLIENT_KEY, until, type TestGateway } from './helpers/gateway.js';
+import { parseTraceparent } from '../src/tracing.js';
+
+const collector = await startMock((req) => {
+  if (req.method !== 'POST' || req.path !== '/v1/traces' || !/application\/json/.test(String(req.headers['content-type']))) return { status: 404, json: {} };
+  return { status: 200, json: {} };
+});
+const [oai, ant] = await Promise.all([startOpenAIMock(), startAnthropicMock()]);
+t.teardown(() => Promise.all([collector.close(), oai.close(), ant.close()]));
+
+const config = (propagate: boolean) => `
+telemetry:
+  otlp_endpoint: ${collector.url}
+  traces: { propagate_upstream: ${propagate} }
+providers:
+  - { name: openai, family: openai, base_url: ${oai.url}/v1, api_key: ${OPENAI_KEY}, retries: 0, timeout_ms: 2000 }
+  - { name: anthropic, family: anthropic, base_url: ${ant.url}, api_key: ${ANTHROPIC_KEY}, retries: 0, timeout_ms: 2000 }
+routing: { max_retry_wait_ms: 100 }
+models:
+  - id: openai/gpt-4.1-mini
+    deployments: [{ provider: openai, model: gpt-4.1-mini }]
+    fallbacks: [anthropic/claude-haiku-4-5]
+    pricing: { input: 0.40, output: 1.60 }
+  - id: anthropic/claude-haiku-4-5
+    max_output_tokens: 1024
+    deployments: [{ provider: anthropic, model: claude-haiku-4-5 }]
+`;
+
+/** Every span the collector received, with its attributes as a plain object. */
+function spans(): { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; status: { code: number }; attrs: Record<string, unknown>; start: bigint; end: bigint }[] {
+  return collector.requests
+    .filter((r) => r.path === '/v1/traces')
+    .flatMap((r) => r.body.resourceSpans)
+    .flatMap((rs: any) => {
+      t.same(rs.resource.attributes, [{ key: 'service.name', value: { stringValue: 'model-gateway' } }]);
+      return rs.scopeSpans.flatMap((ss: any) => ss.spans);
+    })
+    .map((s: any) => ({
+      ...s,
+      start: BigInt(s.startTimeUnixNano),
+      end: BigInt(s.endTimeUnixNano),
+      attrs: Object.fromEntries(s.attributes.map((a: any) => [a.key, Object.values(a.value)[0]])),
+    }));
+}
+
+const hex = (n: number) => randomBytes(n).toString('hex');
+
+/** Once the `n` requests made have closed (their records exist), export what they left. */
+async function exported(gw: TestGateway, n: number): Promise<void> {
+  await until(() => gw.records.length >= n, 5000);
+  await gw.gw.traces!.flush();
+}
+
+t.test('a request span joins the client trace; an attempt span is its child and the upstream its grandchild', async (t) => {
+  const gw = await startGateway(config(true));
+  t.teardown(() => gw.close());
+  const traceId = hex(16);
+  const parent = hex(8);
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0, defaultHeaders: { traceparent: `00-${traceId}-${parent}-01` } });
+  const r = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'trace me' }] }).withResponse();
+  await exported(gw, 1);
+  const mine = spans().filter((s) => s.traceId === traceId);
+  t.equal(mine.length, 2, 'one span for the request, one for its attempt');
+  const server = mine.find((s) => s.kind === 2)!;
+  const attempt = mine.find((s) => s.kind === 3)!;
+  t.equal(server.parentSpanId, parent, "the request span's parent is the client's span");
+  t.equal(server.name, 'chat openai/gpt-4.1-mini');
+  t.match(server.attrs, {
+    'gen_ai.operation.name': 'chat',
+    'gen_ai.provider.name': 'openai',
+    'gen_ai.request.model': 'openai/gpt-4.1-mini',
+    'gen_ai.response.model': 'openai/gpt-4.1-mini',
+    'gen_ai.usage.input_tokens': String(r.data.usage!.prompt_tokens),
+    'gen_ai.usage.output_tokens': String(r.data.usage!.completion_tokens),
+    'gateway.request_id': r.response.headers.get('x-request-id'),
+    'http.response.status_code': '200',
+  });
+  t.equal(server.status.code, 0);
+  t.ok(server.end >= server.start);
+  t.equal(attempt.parentSpanId, server.spanId, 'the attempt span is a child of the request span');
+  t.equal(attempt.name, 'chat gpt-4.1-mini');
+  t.match(attempt.attrs, { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4.1-mini', 'gateway.provider': 'openai' });
+  t.ok(attempt.start >= server.start && attempt.end <= server.end, 'the attempt lies within the request');
+  const sent = parseTraceparent(oai.requests.at(-1)!.headers.traceparent as string);
+  t.same(sent, { traceId, parentId: attempt.spanId, sampled: true }, 'the upstream got the trace, the attempt span as parent');
+});
+
+t.test('a fallback shows each attempt, the failed one with its error type', async (t) => {
+  const gw = await startGateway(config(true));
+  t.teardown(() => gw.close());
+  const traceId = hex(16);
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0, defaultHeaders: { traceparent: `00-${traceId}-${hex(8)}-01` } });
+  oai.fail({ status: 500 });
+  const r = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'fall back' }] });
+  t.equal(r.model, 'anthropic/claude-haiku-4-5');
+  await exported(gw, 1);
+  const attempts = spans().filter((s) => s.traceId === traceId && s.kind === 3);
+  t.equal(attempts.length, 2);
+  t.match(attempts[0].attrs, { 'gateway.provider': 'openai', 'error.type': 'server_error' });
+  t.equal(attempts[0].status.code, 2, 'the failed attempt is an error span');
+  t.match(attempts[1].attrs, { 'gateway.provider': 'anthropic', 'gen_ai.provider.name': 'anthropic' });
+  t.equal(attempts[1].status.code, 0);
+  const server = spans().find((s) => s.traceId === traceId && s.kind === 2)!;
+  t.match(server.attrs, { 'gen_ai.response.model': 'anthropic/claude-haiku-4-5', 'gateway.attempts': '2' });
+  t.equal(parseTraceparent(ant.requests.at(-1)!.headers.traceparent as string)?.parentId, attempts[1].spanId);
+});
+
+t.test('without a traceparent a new trace starts; an unsampled one is not exported; a broken one is ignored', async (t) => {
+  const gw = await startGateway(config(true));
+  t.teardown(() => gw.close());
+  const before = spans().length;
+  const plain = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  await plain.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'new trace' }] });
+  const unsampledTrace = hex(16);
+  const unsampled = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0, defaultHeaders: { traceparent: `00-${unsampledTrace}-${hex(8)}-00` } });
+  await unsampled.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'not sampled' }] });
+  t.equal(parseTraceparent(oai.requests.at(-1)!.headers.traceparent as string)?.sampled, false, 'the upstream is told the trace is not sampled');
+  const broken = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0, defaultHeaders: { traceparent: `00-${'0'.repeat(32)}-${hex(8)}-01` } });
+  await broken.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'broken' }] });
+  await exported(gw, 3);
+  const fresh = spans().slice(before);
+  t.notOk(fresh.some((s) => s.traceId === unsampledTrace), 'nothing exported for the unsampled trace');
+  const servers = fresh.filter((s) => s.kind === 2);
+  t.equal(servers.length, 2, 'the plain and the broken-header requests');
+  for (const s of servers) {
+    t.equal(s.parentSpanId, undefined, 'a new trace: no parent');
+    t.match(s.traceId, /^[0-9a-f]{32}$/);
+    t.not(s.traceId, '0'.repeat(32));
+  }
+});
+
+t.test('propagate_upstream: false keeps the trace inside the gateway', async (t) => {
+  const gw = await startGateway(config(false));
+  t.teardown(() => gw.close());
+  const traceId = hex(16);
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0, defaultHeaders: { traceparent: `00-${traceId}-${hex(8)}-01` } });
+  await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'private' }] });
+  t.equal(oai.requests.at(-1)!.headers.traceparent, undefined, 'no traceparent upstream');
+  await exported(gw, 1);
+  t.equal(spans().filter((s) => s.traceId === traceId).length, 2, 'the spans are still exported');
+});
+
+t.test('a collector that fails drops spans, counted, and every request is answered', async (t) => {
+  const down = await startMock(() => ({ status: 503, json: {} }));
+  const gw = await startGateway(config(false).replace(collector.url, down.url));
+  t.teardown(async () => {
+    await gw.close();
+    await down.close();
+  });
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: `x${i}` }] });
+  await exported(gw, 3);
+  t.equal(gw.gw.traces!.stats.dropped, 6, 'three requests, two spans each, dropped');
+  t.equal(gw.gw.traces!.stats.exported, 0);
+});
