@@ -44,6 +44,8 @@ export interface MetricsSources {
   health: Health;
   inflight(): number;
   usage?: UsageRecorder;
+  /** Key limits (src/state/limiter.ts): refusals by limit, and admissions the shared state could not answer. */
+  limits?: { rejected: Record<string, number>; unavailable: number };
 }
 
 export interface GatewayMetrics {
@@ -151,6 +153,28 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       for (const [result, n] of Object.entries(reloadCounts())) this.inc({ result }, n);
     },
   });
+  if (src.limits) {
+    const l = src.limits;
+    new client.Counter({
+      name: 'gateway_key_limit_rejections_total',
+      help: "Requests refused by their key's limit (docs/keys.md): requests, tokens, parallel, budget.",
+      labelNames: ['limit'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [limit, n] of Object.entries(l.rejected)) this.inc({ limit }, n);
+      },
+    });
+    new client.Counter({
+      name: 'gateway_state_unavailable_total',
+      help: 'Requests of limited keys the shared state (Redis) could not check: served without limits (state.on_unavailable: open) or refused with 503 (closed).',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(l.unavailable);
+      },
+    });
+  }
   if (src.usage) {
     const u = src.usage;
     new client.Counter({

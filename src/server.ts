@@ -386,7 +386,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   // and whether it is served take effect at start-up; require_admin_key follows reloads.
   const metricsOpts = opts.config.telemetry.metrics;
   if (metricsOpts.enabled) {
-    const metrics = createMetrics({ config: () => current.config, health, inflight: () => inflight, usage: recorder });
+    const metrics = createMetrics({ config: () => current.config, health, inflight: () => inflight, usage: recorder, limits: state.limiter });
     recordSinks.push(metrics.record);
     router.get(metricsOpts.path, async (kctx) => {
       if (current.config.telemetry.metrics.require_admin_key) kctx.state.log.admin_key = adminKeyName(kctx, current.config);

@@ -209,3 +209,14 @@ t.test('the shipped gateway.yaml takes state.redis_url from REDIS_URL when it is
   t.equal(loadConfigText(text, 'gateway.yaml', { families, env: {} }).state.redis_url, '');
   t.equal(loadConfigText(text, 'gateway.yaml', { families, env: { REDIS_URL: 'redis://cache:6379/0' } }).state.redis_url, 'redis://cache:6379/0');
 });
+
+t.test('/metrics counts the refusals by limit', async (t) => {
+  const text = await (await fetch(`${gw.url}/metrics`)).text();
+  const count = (limit: string) => Number(new RegExp(`^gateway_key_limit_rejections_total\\{limit="${limit}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+  // Above: rpm (1), the team policy (1) and the Messages key (1); tpm (1); max_parallel (1); the budget (1).
+  t.equal(count('requests'), 3);
+  t.equal(count('tokens'), 1);
+  t.equal(count('parallel'), 1);
+  t.equal(count('budget'), 1);
+  t.match(text, /^gateway_state_unavailable_total 0$/m);
+});

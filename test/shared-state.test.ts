@@ -243,6 +243,8 @@ models:
     await startRedis();
     await untilAsync(async () => (await ask(closed)).status === 200, 10_000);
     t.match(await ask(open), { status: 200, limit: '1000' }, 'limits back');
+    const metrics = await (await fetch(`${open.url}/metrics`)).text();
+    t.match(metrics, /^gateway_state_unavailable_total 1$/m, 'open: the request served without limits is counted');
   });
 }
 

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { ClientKey } from '../config/load.js';
 import { GatewayError } from '../errors.js';
-import { rateHeaders, rejection, type Estimate, type LimitStore, type Reservation } from '../limits.js';
+import { rateHeaders, rejection, type Estimate, type LimitStore, type Reservation, type Rejection } from '../limits.js';
 
 export class StateUnavailable extends Error {
   constructor(message: string) {
@@ -21,8 +21,10 @@ export interface Admitted {
 }
 
 export class Limiter {
-  /** Admissions served without limits because the store could not answer (fail open). */
+  /** Admissions the store could not answer (Redis unavailable): served unlimited (open) or refused with 503 (closed). */
   unavailable = 0;
+  /** Requests refused by a key's limit, by the limit. */
+  rejected: Record<Rejection, number> = { requests: 0, tokens: 0, parallel: 0, budget: 0 };
   private warnedAt = 0;
   constructor(
     readonly store: LimitStore,
@@ -55,7 +57,10 @@ export class Limiter {
         throw new GatewayError(503, 'service_unavailable_error', 'The gateway cannot check this key\'s limits right now (its shared state is unavailable); retry shortly.', { code: 'state_unavailable', headers: { 'retry-after': '1' } });
       return undefined;
     }
-    if (!r.ok) throw rejection(key, limits, r);
+    if (!r.ok) {
+      this.rejected[r.reason]++;
+      throw rejection(key, limits, r);
+    }
     return { reservation: r.reservation, headers: rateHeaders(limits, r.view) };
   }
 
