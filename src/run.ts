@@ -123,18 +123,24 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
     for (const w of workers) w.send({ gatewayReload: { trigger, text } });
   };
   const watch = configWatch(file, logger, (text) => sendReload('watch', text));
+  // The workers' drain deadline, as their config (reloaded or not) says.
+  let shutdownMs = config.server.shutdown_timeout_ms;
   watch.set(config.server.watch_config);
   process.on('SIGHUP', () => sendReload('SIGHUP'));
 
   const fork = () => {
     const w = cluster.fork();
-    w.on('message', (m: { gatewayReady?: boolean; gatewayReloaded?: { result: string; watch_config: boolean } }) => {
+    w.on('message', (m: { gatewayReady?: boolean; gatewayReloaded?: { result: string; watch_config: boolean; shutdown_timeout_ms?: number } }) => {
       if (m?.gatewayReady) {
         serving.add(w);
         earlyDeaths = 0;
       }
       // The workers checked the file: follow its server.watch_config.
-      if (m?.gatewayReloaded?.result === 'success' && !stopping) watch.set(m.gatewayReloaded.watch_config);
+      if (m?.gatewayReloaded?.result === 'success' && !stopping) {
+        watch.set(m.gatewayReloaded.watch_config);
+        // ... and its shutdown deadline: the backstop below must not cut a drain the workers now allow longer.
+        if (m.gatewayReloaded.shutdown_timeout_ms) shutdownMs = m.gatewayReloaded.shutdown_timeout_ms;
+      }
     });
   };
 
@@ -178,11 +184,11 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
     watch.set(false);
     logger.info({ signal, pid: process.pid }, 'model-gateway primary: stopping workers');
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
-    // Workers exit on their own deadline (shutdown_timeout_ms); this is the backstop.
+    // Workers exit on their own deadline (shutdown_timeout_ms, then a second for the last error frames); this is the backstop.
     setTimeout(() => {
       for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
       process.exit(1);
-    }, config.server.shutdown_timeout_ms + 5_000).unref();
+    }, shutdownMs + 5_000).unref();
     if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
   };
   onStopSignals(stop);
@@ -222,7 +228,7 @@ function reloadsOf(config: GatewayConfig, registry: BuiltinRegistry): { start(gw
       const r = next;
       next = undefined;
       const o = await reloadGateway(gw, registry, file!, r);
-      if (cluster.isWorker) process.send?.({ gatewayReloaded: { result: o.result, watch_config: gw.config.server.watch_config } });
+      if (cluster.isWorker) process.send?.({ gatewayReloaded: { result: o.result, watch_config: gw.config.server.watch_config, shutdown_timeout_ms: gw.config.server.shutdown_timeout_ms } });
       else watch?.set(gw.config.server.watch_config);
     }
     running = false;

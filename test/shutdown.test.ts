@@ -23,23 +23,22 @@ const chunk = (i: number, last = false) =>
   sse({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: '' } : last ? {} : { content: `${i} ` }, finish_reason: last ? 'stop' : null }] });
 // A stream of about 3 s: far longer than it takes to signal the gateway.
 const EVENTS = 30;
-const upstream = await startMock(() => ({ status: 200, sseDelayMs: 100, sse: [...Array.from({ length: EVENTS }, (_, i) => chunk(i)), chunk(EVENTS, true), 'data: [DONE]\n\n'] }));
+// Model `long`: about 7 s, longer than the primary's backstop for a 300 ms deadline (5.3 s).
+const upstream = await startMock((req) => {
+  const n = req.body?.model === 'long' ? 70 : EVENTS;
+  return { status: 200, sseDelayMs: 100, sse: [...Array.from({ length: n }, (_, i) => chunk(i)), chunk(n, true), 'data: [DONE]\n\n'] };
+});
 t.teardown(() => upstream.close());
 
 interface Cluster {
   port: number;
+  file: string;
   child: ChildProcess;
   exited: Promise<number | null>;
   out(): string;
 }
 
-/** `model-gateway start` with two workers, detached: the leader of its own process group. */
-async function startCluster(t: { teardown(fn: () => void): void }, shutdownMs: number): Promise<Cluster> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-shutdown-'));
-  const file = path.join(dir, 'gateway.yaml');
-  fs.writeFileSync(
-    file,
-    `server:
+const clusterConfig = (shutdownMs: number) => `server:
   workers: 2
   shutdown_timeout_ms: ${shutdownMs}
 storage:
@@ -51,8 +50,15 @@ providers:
 models:
   - id: up/m
     deployments: [{ provider: up, model: m }]
-`,
-  );
+  - id: up/long
+    deployments: [{ provider: up, model: long }]
+`;
+
+/** `model-gateway start` with two workers, detached: the leader of its own process group. */
+async function startCluster(t: { teardown(fn: () => void): void }, shutdownMs: number): Promise<Cluster> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-shutdown-'));
+  const file = path.join(dir, 'gateway.yaml');
+  fs.writeFileSync(file, clusterConfig(shutdownMs));
   const child = spawn(process.execPath, [cli, 'start'], { detached: true, env: { ...process.env, PORT: '0', HOST: '127.0.0.1', GATEWAY_CONFIG: file, GATEWAY_API_KEYS: KEY }, stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => {
     try {
@@ -73,15 +79,15 @@ models:
     });
     void exited.then((code) => reject(new Error(`exited ${code}: ${out}`)));
   });
-  return { port, child, exited, out: () => out };
+  return { port, file, child, exited, out: () => out };
 }
 
 /** A stream in flight: its first bytes have arrived; `rest` reads it to its end (or its cut). */
-async function openStream(port: number, endpoint: 'chat' | 'responses'): Promise<{ rest: Promise<{ text: string; cut: boolean }> }> {
+async function openStream(port: number, endpoint: 'chat' | 'responses', model = 'up/m'): Promise<{ rest: Promise<{ text: string; cut: boolean }> }> {
   const res = await fetch(`http://127.0.0.1:${port}/v1/${endpoint === 'chat' ? 'chat/completions' : 'responses'}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-    body: JSON.stringify(endpoint === 'chat' ? { model: 'up/m', messages: [{ role: 'user', content: 'x' }], stream: true } : { model: 'up/m', input: 'x', stream: true, store: false }),
+    body: JSON.stringify(endpoint === 'chat' ? { model, messages: [{ role: 'user', content: 'x' }], stream: true } : { model, input: 'x', stream: true, store: false }),
   });
   if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
   const reader = res.body!.getReader();
@@ -173,6 +179,20 @@ t.test('Ctrl-C twice with a deadline shorter than the streams: each ends with it
   for (const e of endings) t.match(e.error, { code: 'shutting_down', message: /shutting down.*shutdown deadline/ });
   t.equal(await gw.exited, 0, 'clean exit');
   await until(() => upstream.requests.length === kinds.length && upstream.requests.every((r) => r.aborted));
+});
+
+t.test('a reload that lengthens shutdown_timeout_ms: the primary does not cut the longer drain', async (t) => {
+  upstream.reset();
+  const gw = await startCluster(t, 300);
+  fs.writeFileSync(gw.file, clusterConfig(20_000));
+  gw.child.kill('SIGHUP');
+  await until(() => count(gw.out(), /"msg":"config reloaded"/) === 2, 10_000);
+  // Four (over four connections, handed to the workers in turn): both workers are draining when the second signal comes.
+  const streams = await Promise.all([1, 2, 3, 4].map(() => openStream(gw.port, 'chat', 'up/long')));
+  await signalTwice(gw, 'SIGTERM');
+  const endings = await Promise.all(streams.map(async (s) => ending('chat', await s.rest).how));
+  t.same(endings, ['completed', 'completed', 'completed', 'completed'], 'the streams outlived the backstop the first deadline would have set (300 ms + 5 s)');
+  t.equal(await gw.exited, 0, 'clean exit');
 });
 
 t.test('one process: at the deadline an unanswered request gets a 503, a stream its error events; new requests are refused', async (t) => {
