@@ -102,6 +102,8 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
     logger.warn({ workers: count }, "storage.responses_db is ':memory:' with several workers: each worker keeps its own stored responses, so GET /v1/responses/{id} and previous_response_id only find responses the same worker stored; use a file (shared in WAL mode) or workers: 1");
   // One scrape of /metrics, whichever worker serves it, shows every worker's metrics (src/metrics.ts).
   if (config.telemetry.metrics.enabled) serveClusterMetrics();
+  if (!config.state.redis_url && config.keys.some((k) => k.limits))
+    logger.warn({ workers: count }, 'keys have limits (rpm, tpm, max_parallel, budget_usd) and state.redis_url is empty: each worker counts on its own, so a key gets its limits once per worker; set state.redis_url (docs/keys.md#shared-state) or workers: 1');
   const serving = new WeakSet<Worker>();
   let earlyDeaths = 0;
   let stopping = false;
