@@ -220,3 +220,10 @@ t.test('/metrics counts the refusals by limit', async (t) => {
   t.equal(count('budget'), 1);
   t.match(text, /^gateway_state_unavailable_total 0$/m);
 });
+
+t.test('several workers without Redis: the primary warns that each worker counts on its own', async (t) => {
+  const { startGatewayProcess } = await import('./helpers/process.js');
+  const g = await startGatewayProcess(t, openAIConfig(oai.url, `server: { workers: 2 }\nkeys:\n  - { name: rpm, sha256: ${sha(KEYS.rpm)}, rpm: 3 }\n`));
+  t.ok(g.lines().some((l) => /each worker counts on its own/.test(l.msg)), 'the warning');
+  g.stop();
+});
