@@ -55,6 +55,9 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   const gw = await createGateway({ config, registry, endpoints });
   if (lacking.length) gw.logger.warn({ node_flags: lacking }, LACKING_FLAGS);
   const addr = await gw.listen();
+  // Watching (and taking reloads) before the ready line: a change made as soon
+  // as the gateway says it is ready must not fall before the watch exists.
+  reloads.start(gw);
   gw.logger.info(
     { port: addr.port, host: addr.address, pid: process.pid, models: config.models.size, node_flags: process.execArgv, v8_flags: v8Flags, ...(cluster.isWorker ? { worker: cluster.worker?.id } : {}) },
     'model-gateway ready',
@@ -62,7 +65,6 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   // The access log is written in small batches: the ready line goes out at once.
   gw.logger.flush();
   if (cluster.isWorker) process.send?.({ gatewayReady: true });
-  reloads.start(gw);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {

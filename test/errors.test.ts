@@ -22,7 +22,7 @@ keys:
     endpoints: [images_generations]
 server:
   body_limit: 2kb
-  body_timeout_ms: 300
+  body_timeout_ms: 2000
 `,
     {
       providers: `
