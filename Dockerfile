@@ -1,0 +1,56 @@
+# syntax=docker/dockerfile:1
+# model-gateway container image (docs/deployment.md).
+#   docker build -t model-gateway .
+#   docker run -p 8080:8080 -e GATEWAY_API_KEYS=... -e OPENAI_API_KEY=... model-gateway
+# Node 24 is the version the gateway is tested and benchmarked on (the `node`
+# devDependency pins it for npm scripts); both stages take it from the base image.
+ARG NODE_IMAGE=node:24-slim
+
+# ---- build: every dependency, TypeScript compiled to dist/ ----
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --ignore-scripts: compiling needs no install script. The `node` devDependency's
+# would download a second Node 24 (the base image has it), and the root's
+# `prepare` is the build the next RUN does once the sources are in.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+COPY plugins ./plugins
+# Only src/ and plugins/ are compiled (tests and benchmarks are not in the
+# image); source maps and declarations are of no use at run time.
+RUN npm run build && find dist -name '*.map' -delete && find dist -name '*.d.ts' -delete
+
+# ---- runtime: production dependencies and the compiled gateway only ----
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+# No production dependency has an install script the gateway needs (they are
+# pure JavaScript; SQLite is Node's own node:sqlite), and the root's `prepare`
+# would compile with a TypeScript this stage does not have. --omit=optional:
+# TypeScript is also an optional peer of valibot, which --omit=dev alone keeps
+# (23 MB); the only other optional package, pg-cloudflare, serves pg on
+# Cloudflare Workers only.
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/plugins ./dist/plugins
+# The shipped catalog; mount your own file over it, or elsewhere and point
+# GATEWAY_CONFIG at it. Storage paths default to the data directory below
+# (the shipped file reads GATEWAY_RESPONSES_DB and GATEWAY_USAGE_DB).
+COPY gateway.yaml /etc/model-gateway/gateway.yaml
+RUN mkdir -p /var/lib/model-gateway && chown node:node /var/lib/model-gateway
+ENV GATEWAY_CONFIG=/etc/model-gateway/gateway.yaml \
+    GATEWAY_RESPONSES_DB=/var/lib/model-gateway/responses.sqlite \
+    GATEWAY_USAGE_DB=/var/lib/model-gateway/usage.sqlite \
+    PORT=8080
+# The base image's unprivileged `node` user (uid 1000), by number so that
+# Kubernetes' runAsNonRoot can verify it.
+USER 1000:1000
+EXPOSE 8080
+# /healthz answers 200 once the gateway listens, 503 while it drains. The slim
+# image has no curl: Node asks.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
+  CMD ["node", "-e", "require('node:http').get({host:'127.0.0.1',port:process.env.PORT||8080,path:'/healthz',timeout:3000},(r)=>process.exit(r.statusCode===200?0:1)).on('timeout',()=>process.exit(1)).on('error',()=>process.exit(1))"]
+# SIGTERM drains (server.shutdown_timeout_ms) and exits 0; SIGHUP reloads the config.
+CMD ["node", "dist/src/cli.js", "start"]
