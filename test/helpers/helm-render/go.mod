@@ -1,0 +1,3 @@
+module helmrender
+
+go 1.19
