@@ -35,6 +35,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/plugins ./dist/plugins
+# The dashboard's page (GET /dashboard), read from the package root.
+COPY dashboard ./dashboard
 # The shipped catalog; mount your own file over it, or elsewhere and point
 # GATEWAY_CONFIG at it. Storage paths default to the data directory below
 # (the shipped file reads GATEWAY_RESPONSES_DB and GATEWAY_USAGE_DB).

@@ -167,6 +167,15 @@ t.test('the runtime stage starts the gateway and its healthcheck answers', { ski
   t.equal(res.status, 200);
   const models = ((await res.json()) as { data: { id: string }[] }).data.map((m) => m.id);
   t.ok(models.includes('openai/gpt-4.1-mini'), 'the image serves the shipped catalog');
+  // What the gateway reads from the package at run time: the dashboard's page, uPlot from node_modules.
+  for (const asset of ['/dashboard', '/dashboard/app.js', '/dashboard/uplot.min.js']) {
+    const r = await fetch(`http://127.0.0.1:${port}${asset}`);
+    t.equal(r.status, 200, `GET ${asset}`);
+    await r.arrayBuffer();
+  }
+  const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+  t.equal(metrics.status, 200, 'GET /metrics');
+  t.match(await metrics.text(), /gateway_requests_total/);
 
   child.kill('SIGTERM');
   await until(() => exit !== undefined, 30_000);
