@@ -70,6 +70,14 @@ t.test('docker-compose.yaml: two gateways, Redis, PostgreSQL and a load balancer
   t.equal(res.status, 0, res.stdout + res.stderr);
 });
 
+const haproxy = spawnSync('haproxy', ['-v'], { encoding: 'utf8' }).status === 0;
+t.test('HAProxy accepts the load balancer config', { skip: haproxy ? false : 'no haproxy binary (apt-get install haproxy) to check deploy/compose/haproxy.cfg with' }, async (t) => {
+  // -c checks the whole file; the servers' names resolve only inside Compose's network (init-addr none starts without them).
+  const res = spawnSync('haproxy', ['-c', '-f', path.join(repo, 'deploy/compose/haproxy.cfg')], { encoding: 'utf8' });
+  t.equal(res.status, 0, res.stdout + res.stderr);
+  t.match(res.stdout + res.stderr, /Configuration file is valid/);
+});
+
 const chartDir = path.join(repo, 'deploy/helm/model-gateway');
 const goSrc = path.join(repo, 'test/helpers/helm-render');
 const go = spawnSync('go', ['version'], { encoding: 'utf8' });
