@@ -246,6 +246,57 @@ models:
     const metrics = await (await fetch(`${open.url}/metrics`)).text();
     t.match(metrics, /^gateway_state_unavailable_total 1$/m, 'open: the request served without limits is counted');
   });
+
+  t.test('a settlement Redis missed is retried and counted once: the slot and the tokens come back', async (t) => {
+    if (spawnSync('redis-server', ['--version']).status !== 0) {
+      t.comment('skipped: redis-server is not installed (this test runs a Redis of its own, to pause it)');
+      t.pass('skipped: no redis-server');
+      return;
+    }
+    const port = await freePort();
+    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    t.teardown(() => void server.kill('SIGKILL'));
+    const url = `redis://127.0.0.1:${port}`;
+    await untilAsync(() => reachable(url));
+    const own = new Redis(url);
+    t.teardown(() => own.disconnect());
+    const g = await startGateway(`
+state: { redis_url: "${url}", timeout_ms: 200, key_prefix: "p:" }
+keys:
+  - { name: one, sha256: ${sha(KEYS.rpm)}, max_parallel: 1, tpm: 100000 }
+providers:
+  - { name: openai, family: openai, base_url: ${oai.url}/v1, api_key: ${OPENAI_KEY}, retries: 0, timeout_ms: 3000 }
+models:
+  - id: openai/gpt-4.1-mini
+    deployments: [{ provider: openai, model: gpt-4.1-mini }]
+`);
+    t.teardown(() => g.close());
+    const ask = (signal?: AbortSignal) =>
+      on(g, KEYS.rpm)
+        .chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1000 }, { signal })
+        .then(
+          () => 200,
+          (e: APIError) => e.status,
+        );
+    oai.reset();
+    oai.fail({ hang: true });
+    const ac = new AbortController();
+    const held = ask(ac.signal);
+    await until(() => oai.requests.length === 1);
+    t.equal(await ask(), 429, 'the one slot is taken');
+    t.ok(Number(await own.hget('p:lim:{one}:win', 'res')) > 1000, 'its tokens reserved');
+    // Redis stops answering (paused) while the request ends: the settlement times out on the
+    // gateway, but Redis runs it once the pause ends, and the gateway sends it again.
+    await own.call('CLIENT', 'PAUSE', '1500', 'ALL');
+    ac.abort();
+    await held;
+    await until(() => g.logs.some((l) => l.msg === 'could not settle a reservation'));
+    await until(() => g.logs.some((l) => l.msg === 'redis: settled reservations that had waited for it'), 10_000);
+    t.equal(await own.hget('p:lim:{one}:win', 'res'), '0', 'released once: no reservation left, none released twice');
+    t.equal(await own.zcard('p:lim:{one}:par'), 0, 'the slot is free');
+    oai.reset();
+    t.equal(await ask(), 200);
+  });
 }
 
 function freePort(): Promise<number> {
