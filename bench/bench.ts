@@ -76,6 +76,12 @@ export interface BenchOptions {
   heavy: HeavyOptions;
   /** Rows for the other upstream transport (server.transport) than the main gateway's. */
   altTransport: boolean;
+  /**
+   * Rows for gateways with the usage store, metrics and traces all off, and
+   * all on (traces to the mock's OTLP endpoint), beside the main gateway (as
+   * shipped: usage store and metrics on): what observability costs.
+   */
+  observability: boolean;
   /** Also run the streams test on a gateway started with these node flags (tuned memory). */
   streamsTunedFlags: string[] | null;
   /** Only these row ids (plus their baselines); absent: all. */
@@ -116,6 +122,8 @@ export const RATIOS: [string, string, string][] = [
   ['passthrough stream gateway/plain', 'gw-openai-stream', 'plain-chat-stream'],
   ['heavy translated 2 workers / 1 worker', 'gw2-heavy', 'gw-heavy'],
   ['passthrough 2 workers / 1 worker', 'gw2-openai', 'gw-openai'],
+  ['observability as shipped / off', 'gw-openai', 'gwoff-openai'],
+  ['observability with traces / off', 'gwall-openai', 'gwoff-openai'],
 ];
 
 /** Ratios that no target is judged on, with the reason printed next to them. */
@@ -141,6 +149,7 @@ export const FULL: BenchOptions = {
   workers2: true,
   heavy: HEAVY_DEFAULT,
   altTransport: true,
+  observability: true,
   streamsTunedFlags: ['--max-semi-space-size=16'],
   startupSamples: 3,
   profile: false,
@@ -192,7 +201,7 @@ function chatBody(model: string, tokens: number, stream: boolean): string {
   return JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_completion_tokens: tokens, ...(stream ? { stream: true } : {}) });
 }
 
-export function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string }, transports: { main: string; alt: string }): RowDef[] {
+export function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string; gwOff?: string; gwAll?: string }, transports: { main: string; alt: string }): RowDef[] {
   const n = o.tokens;
   const rows: RowDef[] = [];
   const auth = { authorization: `Bearer ${BENCH_CLIENT_KEY}` };
@@ -448,6 +457,27 @@ export function buildRows(o: BenchOptions, avail: Availability, origins: { mock:
       spec: origins.gwAlt && fam ? { origin: origins.gwAlt, path: '/v1/chat/completions', headers: auth, body: chatBody(`bench/${fam}`, n, true), stream: true } : undefined,
     });
   }
+  if (o.observability) {
+    const variants = [
+      ['gwoff-openai', 'gatewayOff', origins.gwOff, 'usage store, metrics and traces off'],
+      ['gwall-openai', 'gatewayAll', origins.gwAll, 'usage store, metrics and traces on'],
+    ] as const;
+    for (const [id, group, origin, what] of variants)
+      rows.push({
+        id,
+        label: `gateway, ${what} · OpenAI passthrough`,
+        target: 'gateway',
+        path: 'passthrough',
+        stream: false,
+        format: 'openai-chat',
+        c32: true,
+        c1: true,
+        baseline: 'direct-chat',
+        group,
+        na: origin ? undefined : `the gateway with ${what} did not start`,
+        spec: origin ? { origin, path: '/v1/chat/completions', headers: auth, body: chatBody('bench/openai', n, false), stream: false } : undefined,
+      });
+  }
   if (o.workers2) {
     rows.push({
       id: 'gw2-openai',
@@ -628,6 +658,17 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       procs.push(gwAlt);
       dirs.push(gwAlt.dir);
     }
+    // What observability costs: the same gateway with all of it off, and with traces on too.
+    const wants = (id: string) => o.observability && (!o.only || o.only.includes(id));
+    let gwOff: GatewayProc | undefined;
+    let gwAll: GatewayProc | undefined;
+    if (wants('gwoff-openai')) gwOff = await startGateway({ ...gwOpts, observability: 'off', cpuProfDir: undefined }).catch((err) => (log(o, `observability off: ${(err as Error).message}`), undefined));
+    if (wants('gwall-openai')) gwAll = await startGateway({ ...gwOpts, observability: 'all', cpuProfDir: undefined }).catch((err) => (log(o, `observability all on: ${(err as Error).message}`), undefined));
+    for (const g of [gwOff, gwAll]) {
+      if (!g) continue;
+      procs.push(g);
+      dirs.push(g.dir);
+    }
     let gw2: GatewayProc | undefined;
     if (o.workers2) gw2 = await startGateway({ ...gwOpts, workers: 2, cpuProfDir: undefined }).catch((err) => (log(o, `2 workers: ${(err as Error).message}`), undefined));
     if (gw2) {
@@ -642,6 +683,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       gw: `http://127.0.0.1:${gw.port}`,
       gw2: gw2 && `http://127.0.0.1:${gw2.port}`,
       gwAlt: gwAlt && `http://127.0.0.1:${gwAlt.port}`,
+      gwOff: gwOff && `http://127.0.0.1:${gwOff.port}`,
+      gwAll: gwAll && `http://127.0.0.1:${gwAll.port}`,
     }, transports);
     const groups = new Map<string, () => number[]>([
       ['gateway', () => gw.pids()],
@@ -651,6 +694,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (portkey) groups.set('portkey', () => [portkey.pid]);
     if (gw2) groups.set('gateway2', () => gw2.pids());
     if (gwAlt) groups.set('gatewayAlt', () => gwAlt.pids());
+    if (gwOff) groups.set('gatewayOff', () => gwOff.pids());
+    if (gwAll) groups.set('gatewayAll', () => gwAll.pids());
     const ours = () => [process.pid, ...procs.flatMap((p) => ('pids' in p ? (p as GatewayProc).pids() : [p.pid]))];
     const cpu0 = { machine: machineBusySeconds(), ours: cpuSeconds(ours()), at: performance.now() };
     sampler = new RssSampler(groups, 100);
@@ -986,6 +1031,8 @@ function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, numbe
   rat('passthrough req/s vs Portkey', 'passthrough gateway/portkey', 6);
   rat('Anthropic translated req/s vs plain proxy', 'anthropic translated gateway/plain', 0.5);
   rat('Gemini translated req/s vs plain proxy', 'gemini translated gateway/plain', 0.5);
+  rat('usage store + metrics (as shipped) req/s vs all off', 'observability as shipped / off', 0.95);
+  rat('usage store + metrics + traces req/s vs all off', 'observability with traces / off', 0.95);
   const pass = byId.get('gw-openai')?.c1;
   const lim = (name: string, v: number | undefined, goal: number) =>
     t.push({ name, goal: `<= ${goal} ms`, value: v === undefined ? 'n/a' : `${v.toFixed(3)} ms`, met: v === undefined ? null : v <= goal });
@@ -1044,6 +1091,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--ramp') o.streams = { ...(o.streams ?? FULL.streams!), rampMs: Number(next()) };
     else if (a === '--no-portkey') o.portkey = false;
     else if (a === '--no-workers') o.workers2 = false;
+    else if (a === '--no-observability') o.observability = false;
     else if (a === '--heavy-messages') o.heavy = { ...(o.heavy ?? FULL.heavy), messages: Number(next()) };
     else if (a === '--heavy-words') o.heavy = { ...(o.heavy ?? FULL.heavy), words: Number(next()) };
     else if (a === '--only') o.only = next().split(',');
@@ -1054,7 +1102,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
-          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
+          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
           `  [--heavy-messages N] [--heavy-words N]   the heavy request's conversation (default ${FULL.heavy.messages} messages, ${FULL.heavy.words} words per text)\n` +
           '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n' +
           '  --profile: the gateway runs under node --cpu-prof; prints its top functions by self time and writes a flame graph,\n' +

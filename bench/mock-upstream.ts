@@ -35,7 +35,7 @@ export interface MockUpstream {
   port: number;
   server: http.Server;
   /** Requests answered, by protocol (non-2xx included). */
-  counts: Record<Protocol | 'rejected', number>;
+  counts: Record<Protocol | 'rejected' | 'otlp', number>;
   /** The raw body of the last accepted request, by protocol: what the gateway sent (a probe compares it). */
   last: Partial<Record<Protocol, Buffer>>;
   close(): Promise<void>;
@@ -342,6 +342,13 @@ export function createMockHandler(counts: MockUpstream['counts'], last: MockUpst
       const query = q === -1 ? '' : url.slice(q + 1);
       let parsed: Parsed;
       const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+      // An OpenTelemetry collector's OTLP/HTTP traces endpoint, for the gateway with traces on.
+      if (path === '/v1/traces' && req.method === 'POST') {
+        counts.otlp++;
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': 2 });
+        res.end('{}');
+        return;
+      }
       try {
         if (req.method !== 'POST') throw new Rejection(405, { error: { message: 'POST only' } });
         let body: unknown;
@@ -377,7 +384,7 @@ export function createMockHandler(counts: MockUpstream['counts'], last: MockUpst
 }
 
 export async function startMockUpstream(port = 0, host = '127.0.0.1'): Promise<MockUpstream> {
-  const counts: MockUpstream['counts'] = { 'openai-chat': 0, 'openai-responses': 0, anthropic: 0, gemini: 0, rejected: 0 };
+  const counts: MockUpstream['counts'] = { 'openai-chat': 0, 'openai-responses': 0, anthropic: 0, gemini: 0, rejected: 0, otlp: 0 };
   const last: MockUpstream['last'] = {};
   // A long keep-alive: the gateway's pooled sockets must not be closed under it
   // between two requests (that would show up as resets, not as latency).

@@ -146,6 +146,12 @@ export interface GatewayOptions {
   paceMs?: number;
   /** Extra node flags for the gateway process (e.g. --trace-gc while investigating). */
   nodeArgs?: string[];
+  /**
+   * Usage store, metrics and traces: 'default' (as shipped: the usage store and
+   * metrics on, no traces), 'off' (all three off) or 'all' (also traces, to the
+   * mock's OTLP endpoint).
+   */
+  observability?: 'default' | 'off' | 'all';
 }
 
 export interface GatewayProc extends Proc {
@@ -189,7 +195,7 @@ server:
   workers: ${o.workers ?? 1}
   log_level: ${o.logLevel ?? 'info'}${o.transport ? `\n  transport: ${o.transport}` : ''}
 storage:
-  responses_db: ':memory:'
+  responses_db: ':memory:'${o.observability === 'off' ? '\n  usage:\n    enabled: false' : ''}${o.observability === 'off' ? '\ntelemetry:\n  metrics:\n    enabled: false' : o.observability === 'all' ? `\ntelemetry:\n  otlp_endpoint: ${o.mockOrigin}` : ''}
 routing:
   max_attempts: 1
 providers:${providers}

@@ -36,7 +36,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     startupSamples: 1,
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
-    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc'],
+    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwoff-openai', 'gwall-openai'],
     // --profile: the summary must be the serving process's (the gateways started only to
     // time start-up, or replaced by a re-execution, leave start-up-only profiles).
     profile: true,
@@ -45,7 +45,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   });
   t.same(
     rep.rows.map((r) => r.id),
-    ['direct-chat', 'direct-chat-stream', 'plain-chat', 'gw-openai', 'gw-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwalt-openai', 'gw2-heavy'],
+    ['direct-chat', 'direct-chat-stream', 'plain-chat', 'gw-openai', 'gw-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwalt-openai', 'gwoff-openai', 'gwall-openai', 'gw2-heavy'],
     'the requested rows and their direct baseline',
   );
   for (const r of rep.rows) {
@@ -75,6 +75,16 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   t.match(wt.name, /heavy/, 'the workers target is judged on the heavy rows');
   t.equal(wt.value, `${w!.toFixed(2)}x`);
   t.equal(wt.goal, 'shows scaling (>= 1.2x)');
+  // What observability costs: the shipped gateway and one with traces too, each against all of it off.
+  for (const [ratio, target] of [
+    ['observability as shipped / off', 'usage store + metrics (as shipped) req/s vs all off'],
+    ['observability with traces / off', 'usage store + metrics + traces req/s vs all off'],
+  ]) {
+    t.ok(finite(rep.ratios[ratio]) && rep.ratios[ratio]! > 0, `${ratio}: measured`);
+    const judged = rep.targets.find((x) => x.name === target);
+    t.equal(judged?.goal, '>= 0.95x', `${target}: judged`);
+  }
+  t.ok((rep.rows.find((r) => r.id === 'gwall-openai')?.cpu?.target_us_per_req ?? 0) > 0, 'the traced gateway is measured as its own process');
   const gw = rep.rows.find((r) => r.id === 'gw-openai')!;
   const plainRow = rep.rows.find((r) => r.id === 'plain-chat')!;
   t.equal(plainRow.cpu?.target_us_per_req_rounds?.length, 1, "the reference's CPU per request is kept per round, for the drift line");
