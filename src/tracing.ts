@@ -8,7 +8,7 @@
 // (https://www.w3.org/TR/trace-context/) is honoured: the request span joins
 // its trace. It is sent upstream (the attempt span as parent) only when
 // `telemetry.traces.propagate_upstream` allows it. docs/observability.md, "Traces".
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { request } from 'undici';
 import type { Logger } from 'pino';
 import type { RequestRecord } from './usage.js';
@@ -35,13 +35,27 @@ export function parseTraceparent(h: string | string[] | undefined): { traceId: s
   return { traceId: m[2], parentId: m[3], sampled: (parseInt(m[4], 16) & 1) === 1 };
 }
 
-export const spanId = (): string => randomBytes(8).toString('hex');
+// Ids come from a pool of random bytes refilled 4 KiB at a time: one
+// randomBytes() call per id cost more than the rest of a span's making.
+const POOL = Buffer.alloc(4096);
+let poolAt = POOL.length;
+function randomHex(bytes: number): string {
+  if (poolAt + bytes > POOL.length) {
+    randomFillSync(POOL);
+    poolAt = 0;
+  }
+  const hex = POOL.toString('hex', poolAt, poolAt + bytes);
+  poolAt += bytes;
+  return hex;
+}
+
+export const spanId = (): string => randomHex(8);
 
 /** The trace context of a new request: the client's trace when it sent a valid traceparent, else a new one. */
 export function traceContext(header: string | string[] | undefined): TraceContext {
   const p = parseTraceparent(header);
   if (p) return { trace_id: p.traceId, span_id: spanId(), parent_span_id: p.parentId, sampled: p.sampled };
-  return { trace_id: randomBytes(16).toString('hex'), span_id: spanId(), sampled: true };
+  return { trace_id: randomHex(16), span_id: spanId(), sampled: true };
 }
 
 /** The traceparent an upstream call carries: this trace, the attempt's span as parent. */
@@ -65,7 +79,8 @@ interface OtlpSpan {
 
 function attrs(o: Record<string, string | number | boolean | undefined | null>): Attr[] {
   const out: Attr[] = [];
-  for (const [key, v] of Object.entries(o)) {
+  for (const key in o) {
+    const v = o[key];
     if (v === undefined || v === null || v === '') continue;
     if (typeof v === 'string') out.push({ key, value: { stringValue: v } });
     else if (typeof v === 'boolean') out.push({ key, value: { boolValue: v } });
@@ -75,7 +90,11 @@ function attrs(o: Record<string, string | number | boolean | undefined | null>):
   return out;
 }
 
-const nanos = (ms: number) => (BigInt(Math.round(ms * 1000)) * 1000n).toString();
+/** Milliseconds since the epoch (fractional) as OTLP's nanosecond string; microseconds stay exact below 2^53. */
+const nanos = (ms: number) => {
+  const us = Math.round(ms * 1000);
+  return us === 0 ? '0' : `${us}000`;
+};
 
 const OPERATION: Record<string, string> = { chat_completions: 'chat', responses: 'chat', messages: 'chat', images_generations: 'generate_content' };
 const PROVIDER_NAME: Record<string, string> = { openai: 'openai', azure: 'azure.ai.openai', anthropic: 'anthropic', google: 'gcp.gemini', vertex: 'gcp.vertex_ai', bedrock: 'aws.bedrock' };
