@@ -3,7 +3,7 @@
 // back-pressure respected and no buffering of the whole stream.
 import type { ServerResponse } from 'node:http';
 import { once } from 'node:events';
-import { SSE_HEADERS } from './sse.js';
+import { SSE_HEADERS, sseFrame } from './sse.js';
 import { isBatchSource } from './provider.js';
 
 /**
@@ -30,6 +30,11 @@ export class MappedFrames<T> implements AsyncIterable<string> {
     const last = this.end?.();
     if (last) yield last;
   }
+}
+
+/** Events with a `type` as SSE frames: `event: <type>` plus the JSON (the Responses and Messages APIs' framing). */
+export function namedEventFrames<E extends { type: string }>(events: AsyncIterable<E>): MappedFrames<E> {
+  return new MappedFrames(events, (e) => sseFrame(JSON.stringify(e), e.type));
 }
 
 /**

@@ -16,8 +16,7 @@
 import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../types.js';
 import type { ErrorBody } from '../errors.js';
 import { BatchIterator, batchesOf, type JsonEvent } from '../provider.js';
-import { sseFrame } from '../sse.js';
-import { MappedFrames } from '../respond.js';
+import { MappedFrames, namedEventFrames } from '../respond.js';
 import { gatewaySignature, messageId, stopReason, usageFromChat, type MessagesUsage } from './messages-map.js';
 
 export type MessageEvent = { type: string; [k: string]: unknown };
@@ -350,8 +349,6 @@ export class NativeMessageEvents extends PingingEvents<JsonEvent> {
 }
 
 /** Events to SSE frames: `event: <type>` plus the JSON, as Anthropic writes them. */
-export function messageFrames(events: AsyncIterable<MessageEvent>): MappedFrames<MessageEvent> {
-  return new MappedFrames(events, (e) => sseFrame(JSON.stringify(e), e.type));
-}
+export const messageFrames: (events: AsyncIterable<MessageEvent>) => MappedFrames<MessageEvent> = namedEventFrames;
 
 export type { ErrorBody };

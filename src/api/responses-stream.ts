@@ -16,8 +16,7 @@ import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../typ
 import type { ErrorBody } from '../errors.js';
 import { TransportError } from '../upstream.js';
 import { BatchIterator, batchesOf, RESPONSES_TERMINAL, type JsonEvent } from '../provider.js';
-import { sseFrame } from '../sse.js';
-import { MappedFrames } from '../respond.js';
+import { MappedFrames, namedEventFrames } from '../respond.js';
 import {
   newId,
   responseShell,
@@ -436,6 +435,4 @@ export class NativeResponseEvents extends BatchIterator<ResponseEvent> {
 }
 
 /** Events to SSE frames: `event: <type>` plus the JSON (https://html.spec.whatwg.org/multipage/server-sent-events.html). */
-export function responseFrames(events: AsyncIterable<ResponseEvent>): MappedFrames<ResponseEvent> {
-  return new MappedFrames(events, (e) => sseFrame(JSON.stringify(e), e.type));
-}
+export const responseFrames: (events: AsyncIterable<ResponseEvent>) => MappedFrames<ResponseEvent> = namedEventFrames;

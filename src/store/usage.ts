@@ -5,7 +5,7 @@
 // queue or a slow store drops records (counted, logged, in /metrics); it never
 // slows or fails a request. docs/observability.md, "Usage store".
 import type { Logger } from 'pino';
-import type { RequestRecord } from '../usage.js';
+import { USAGE_KINDS, type RequestRecord } from '../usage.js';
 import type { GatewayConfig } from '../config/load.js';
 
 /** The columns of a usage row, in order. */
@@ -27,15 +27,7 @@ export const COLUMNS = [
   'error',
   'stream',
   'usage_source',
-  'input_tokens',
-  'cached_input_tokens',
-  'cache_write_tokens',
-  'input_image_tokens',
-  'output_tokens',
-  'reasoning_tokens',
-  'output_image_tokens',
-  'images',
-  'web_searches',
+  ...USAGE_KINDS,
   'cost_usd',
   'latency_ms',
   'ttfb_ms',
