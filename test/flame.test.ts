@@ -215,9 +215,15 @@ mainLoop()`;
   t.equal(wellFormed(svg), undefined, 'well-formed');
   for (const fn of ['mainLoop', 'alphaWork', 'betaWork']) t.match(svg, new RegExp(`<title>${fn}\\n`), `${fn} has a frame`);
   const rs = rects(svg);
+  // V8 may record mainLoop on more than one stack (an on-stack replacement
+  // entry, say): each of its callees must be drawn above one of its frames, within it.
   const main = byName(rs, 'mainLoop');
-  t.equal(main.length, 1, 'mainLoop once');
-  for (const fn of ['alphaWork', 'betaWork']) t.ok(byName(rs, fn).every((r) => r.y < main[0].y), `${fn} above mainLoop`);
+  t.ok(main.length >= 1, 'mainLoop drawn');
+  const within = (r: Rect, m: Rect) => r.y < m.y && r.x >= m.x - 0.01 && r.x + r.width <= m.x + m.width + 0.01;
+  for (const fn of ['alphaWork', 'betaWork']) {
+    const frames = byName(rs, fn);
+    t.ok(frames.length > 0 && frames.every((r) => main.some((m) => within(r, m))), `${fn} above mainLoop, within it`);
+  }
 
   // Default output path: next to the profile.
   const d = spawnSync(process.execPath, [cli, path.join(dir, prof!)], { encoding: 'utf8', timeout: 20_000 });
