@@ -59,6 +59,31 @@ export interface GatewayMetrics {
 
 const statusClass = (s: number) => (s >= 100 && s < 600 ? `${Math.floor(s / 100)}xx` : 'other');
 
+/** Label tuples whose child a metric keeps made; past this many, children are looked up each time. */
+const MAX_CACHED_CHILDREN = 10_000;
+
+/**
+ * A metric's child for a tuple of label values (in `labelNames` order), made
+ * once and kept: prom-client otherwise validates and hashes a label object on
+ * every observation, nine of them a request. The labels are bounded (no user,
+ * session or request ids), so the cache is too; MAX_CACHED_CHILDREN caps it
+ * anyway. Only for metrics nothing resets.
+ */
+function children<C>(metric: { labels(labels: Record<string, string>): C }, names: readonly string[]): (...values: string[]) => C {
+  const cache = new Map<string, C>();
+  return (...values) => {
+    const key = values.join('\u0001');
+    let c = cache.get(key);
+    if (c === undefined) {
+      const labels: Record<string, string> = {};
+      for (let i = 0; i < names.length; i++) labels[names[i]] = values[i];
+      c = metric.labels(labels);
+      if (cache.size < MAX_CACHED_CHILDREN) cache.set(key, c);
+    }
+    return c;
+  };
+}
+
 export function createMetrics(src: MetricsSources): GatewayMetrics {
   const registry = new Registry();
   const registers = [registry];
@@ -198,26 +223,37 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
 
   const familyOf = (provider: string | undefined) => (provider ? src.config().providers.get(provider)?.family : undefined);
 
+  // Each metric record() observes, with its label names in order (see children()).
+  const requestsOf = children(requests, ['endpoint', 'model', 'provider', 'status_class']);
+  const upstreamErrorsOf = children(upstreamErrors, ['provider', 'error_type']);
+  const fallbacksOf = children(fallbacks, ['endpoint', 'model']);
+  const durationOf = children(duration, [...genAi, 'error_type']);
+  const ttftOf = children(ttft, genAi);
+  const overheadOf = children(overhead, ['endpoint']);
+  const tokenUsageOf = children(tokenUsage, [...genAi, 'gen_ai_token_type']);
+  const tokensOf = children(tokens, ['model', 'provider', 'type']);
+  const [imagesOf, searchesOf, costOf, unpricedOf, partialOf] = [images, searches, cost, unpriced, partial].map((m) => children(m, ['model', 'provider']));
+
   function record(r: RequestRecord): void {
     const model = r.model ?? '';
     const provider = r.provider ?? '';
-    requests.inc({ endpoint: r.endpoint, model, provider, status_class: statusClass(r.status) });
-    for (const e of r.upstream_errors ?? []) upstreamErrors.inc({ provider: e.provider, error_type: e.type });
-    if (r.fallbacks) fallbacks.inc({ endpoint: r.endpoint, model: r.requested_model ?? model }, r.fallbacks);
+    requestsOf(r.endpoint, model, provider, statusClass(r.status)).inc();
+    for (const e of r.upstream_errors ?? []) upstreamErrorsOf(e.provider, e.type).inc();
+    if (r.fallbacks) fallbacksOf(r.endpoint, r.requested_model ?? model).inc(r.fallbacks);
     if (!r.attempts) return;
     const family = familyOf(r.provider) ?? '';
-    const g = { gen_ai_operation_name: OPERATION[r.endpoint] ?? r.endpoint, gen_ai_provider_name: PROVIDER_NAME[family] ?? family, gen_ai_request_model: model };
+    const op = OPERATION[r.endpoint] ?? r.endpoint;
+    const providerName = PROVIDER_NAME[family] ?? family;
     // error.type kept low-cardinality: the HTTP status of a failure, `stream_error` for a stream that broke.
     const errorType = r.status >= 400 ? String(r.status) : r.error_type && r.error_type !== 'client_closed' ? 'stream_error' : '';
-    duration.observe({ ...g, error_type: errorType }, r.latency_ms / 1000);
+    durationOf(op, providerName, model, errorType).observe(r.latency_ms / 1000);
     const ok = r.status < 400;
-    if (ok && r.stream && r.ttfb_ms !== undefined) ttft.observe(g, r.ttfb_ms / 1000);
-    if (ok && r.ttfb_ms !== undefined) overhead.observe({ endpoint: r.endpoint }, Math.max(0, r.ttfb_ms - r.upstream_ms) / 1000);
+    if (ok && r.stream && r.ttfb_ms !== undefined) ttftOf(op, providerName, model).observe(r.ttfb_ms / 1000);
+    if (ok && r.ttfb_ms !== undefined) overheadOf(r.endpoint).observe(Math.max(0, r.ttfb_ms - r.upstream_ms) / 1000);
     const u = r.usage;
     if (!u) return;
-    tokenUsage.observe({ ...g, gen_ai_token_type: 'input' }, u.input_tokens);
-    tokenUsage.observe({ ...g, gen_ai_token_type: 'output' }, u.output_tokens);
-    const mp = { model, provider };
+    tokenUsageOf(op, providerName, model, 'input').observe(u.input_tokens);
+    tokenUsageOf(op, providerName, model, 'output').observe(u.output_tokens);
     const kinds: Record<(typeof TOKEN_KINDS)[number], number> = {
       input: u.input_tokens,
       cached_input: u.cached_input_tokens,
@@ -227,12 +263,12 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       reasoning: u.reasoning_tokens,
       output_image: u.output_image_tokens,
     };
-    for (const k of TOKEN_KINDS) if (kinds[k]) tokens.inc({ ...mp, type: k }, kinds[k]);
-    if (u.images) images.inc(mp, u.images);
-    if (u.web_searches) searches.inc(mp, u.web_searches);
-    if (r.cost_usd !== null) cost.inc(mp, r.cost_usd);
-    else unpriced.inc(mp);
-    if (r.usage_source === 'partial') partial.inc(mp);
+    for (const k of TOKEN_KINDS) if (kinds[k]) tokensOf(model, provider, k).inc(kinds[k]);
+    if (u.images) imagesOf(model, provider).inc(u.images);
+    if (u.web_searches) searchesOf(model, provider).inc(u.web_searches);
+    if (r.cost_usd !== null) costOf(model, provider).inc(r.cost_usd);
+    else unpricedOf(model, provider).inc();
+    if (r.usage_source === 'partial') partialOf(model, provider).inc();
   }
 
   if (cluster.isWorker) joinCluster(registry);
