@@ -16,24 +16,12 @@ import { Redis } from 'ioredis';
 import OpenAI, { APIError } from 'openai';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { until, untilAsync } from './helpers/gateway.js';
-import { startGatewayProcess } from './helpers/process.js';
+import { startGatewayProcess, redisReachable } from './helpers/process.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const REDIS = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sha = (k: string) => createHash('sha256').update(k).digest('hex');
 
-async function redisUp(): Promise<boolean> {
-  const r = new Redis(REDIS, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-  r.on('error', () => {});
-  try {
-    await r.connect();
-    return (await r.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    r.disconnect();
-  }
-}
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -44,7 +32,7 @@ const freePort = () =>
   });
 
 const haveHaproxy = spawnSync('haproxy', ['-v']).status === 0;
-const skip = !haveHaproxy ? 'no haproxy binary (apt-get install haproxy; .ci/run installs it)' : !(await redisUp()) ? `no Redis answers at ${REDIS} (.ci/run starts one)` : false;
+const skip = !haveHaproxy ? 'no haproxy binary (apt-get install haproxy; .ci/run installs it)' : !(await redisReachable(REDIS)) ? `no Redis answers at ${REDIS} (.ci/run starts one)` : false;
 
 t.test('two replicas behind the compose load balancer config', { skip }, async (t) => {
   const prefix = `mgtest-lb:${process.pid}:${Date.now()}:`;

@@ -4,16 +4,13 @@
 // require an admin key; with several workers (`start`, workers: 2) every
 // scrape shows the whole process.
 import t from 'tap';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
 import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
+import { startGatewayProcess } from './helpers/process.js';
 
 const ADMIN_KEY = 'gw-admin-metrics-0123456789';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -155,28 +152,14 @@ t.test('telemetry.metrics.enabled: false serves no /metrics', async (t) => {
 });
 
 t.test('with two workers, every scrape shows the requests both served', async (t) => {
-  const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/cli.js');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-metrics-'));
-  const file = path.join(dir, 'gateway.yaml');
-  fs.writeFileSync(file, `server: { workers: 2 }\nstorage: { responses_db: ':memory:', usage: { db: ${path.join(dir, 'usage.sqlite')} } }\n` + config());
-  const child = spawn(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, GATEWAY_API_KEYS: CLIENT_KEY, HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => {
-    child.kill('SIGKILL');
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  let out = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (out += c));
-  const lines = () =>
-    out
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, any>);
-  let exited = false;
-  child.on('exit', () => (exited = true));
-  await until(() => exited || lines().filter((l) => l.msg === 'model-gateway ready').length >= 2, 30_000);
-  t.notOk(exited, 'the gateway runs');
-  const ready = lines().filter((l) => l.msg === 'model-gateway ready');
+  const g = await startGatewayProcess(
+    t,
+    (dir) => `server: { workers: 2 }\nstorage: { responses_db: ':memory:', usage: { db: ${path.join(dir, 'usage.sqlite')} } }\n` + config(),
+    { GATEWAY_API_KEYS: CLIENT_KEY },
+    { readyLines: 2, timeoutMs: 30_000 },
+  );
+  t.equal(g.child.exitCode, null, 'the gateway runs');
+  const ready = g.lines().filter((l) => l.msg === 'model-gateway ready');
   const port = ready[0].port;
   t.equal(new Set(ready.map((l) => l.pid)).size, 2, 'two workers');
   // New connections go to the workers in turn (the primary hands them out round-robin: src/run.ts).
@@ -190,7 +173,7 @@ t.test('with two workers, every scrape shows the requests both served', async (t
     t.equal(r.status, 200);
     await r.json();
   }
-  await until(() => lines().filter((l) => l.path === '/v1/chat/completions').length === N, 10_000);
+  await until(() => g.lines().filter((l) => l.path === '/v1/chat/completions').length === N, 10_000);
   for (let i = 0; i < 4; i++) {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { connection: 'close' } })).text();
     const s = parse(text);

@@ -5,16 +5,11 @@
 // serves, never on time.
 import t from 'tap';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { until } from './helpers/gateway.js';
+import { startGatewayProcess, type GatewayProcess } from './helpers/process.js';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.resolve(here, '../src/cli.js');
 const KEY = 'k-reload-cli-1';
 
 const mock = await startOpenAIMock();
@@ -32,38 +27,8 @@ models:
 ${models.map((m) => `  - id: ${m}\n    deployments: [{ provider: openai, model: gpt-4.1-mini }]`).join('\n')}
 `;
 
-interface Started {
-  child: ChildProcess;
-  port: number;
-  /** Everything the process wrote to stdout so far, one JSON object per line. */
-  lines(): Record<string, any>[];
-  file: string;
-}
-
-async function start(t: { teardown(fn: () => void): void }, yaml: string, readyLines = 1): Promise<Started> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-reload-'));
-  const file = path.join(dir, 'gateway.yaml');
-  fs.writeFileSync(file, yaml);
-  const child = spawn(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, GATEWAY_API_KEYS: KEY, HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => {
-    child.kill('SIGKILL');
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  let out = '';
-  let err = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (err += c));
-  const lines = () =>
-    out
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, any>);
-  let exited = false;
-  child.on('exit', () => (exited = true));
-  await until(() => exited || lines().filter((l) => l.msg === 'model-gateway ready').length >= readyLines, 20_000);
-  if (exited) throw new Error(`the gateway exited: ${out}${err}`);
-  return { child, port: lines().find((l) => l.msg === 'model-gateway ready')!.port, lines, file };
-}
+/** `model-gateway start` on `yaml`, waiting for `readyLines` ready lines (one per worker). */
+const start = (t: { teardown(fn: () => void): void }, yaml: string, readyLines = 1) => startGatewayProcess(t, yaml, { GATEWAY_API_KEYS: KEY }, { readyLines });
 
 /** The catalog ids, each over a new connection (in cluster mode, the primary hands connections to the workers in turn). */
 async function modelIds(port: number): Promise<string[]> {
@@ -78,8 +43,8 @@ async function reloadMetric(port: number, result: 'success' | 'failure'): Promis
   return m ? Number(m[1]) : 0;
 }
 
-const reloaded = (g: Started) => g.lines().filter((l) => l.event === 'config_reload' && l.result === 'success');
-const refused = (g: Started) => g.lines().filter((l) => l.event === 'config_reload' && l.result === 'failure');
+const reloaded = (g: GatewayProcess) => g.lines().filter((l) => l.event === 'config_reload' && l.result === 'success');
+const refused = (g: GatewayProcess) => g.lines().filter((l) => l.event === 'config_reload' && l.result === 'failure');
 
 t.test('SIGHUP reloads a single-process gateway; a refused file keeps it serving', async (t) => {
   const g = await start(t, config('  workers: 1', ['acme/a']));

@@ -16,23 +16,11 @@ import { startOpenAIMock, openAIError, OPENAI_KEY } from './mocks/openai.js';
 import { startMock } from './mocks/server.js';
 import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, until, untilAsync } from './helpers/gateway.js';
-import { startGatewayProcess } from './helpers/process.js';
+import { startGatewayProcess, redisReachable as reachable } from './helpers/process.js';
 
 const REDIS = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sha = (k: string) => createHash('sha256').update(k).digest('hex');
 
-async function reachable(url: string): Promise<boolean> {
-  const r = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-  r.on('error', () => {});
-  try {
-    await r.connect();
-    return (await r.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    r.disconnect();
-  }
-}
 
 if (!(await reachable(REDIS))) {
   t.comment(`skipped: no Redis answers at ${REDIS} (set TEST_REDIS_URL, or start one: .ci/run does); the shared-state tests need one`);

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { until } from './gateway.js';
 
 const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/cli.js');
@@ -17,13 +18,27 @@ export interface GatewayProcess {
   baseURL: string;
   /** Everything the process wrote to stdout so far, one JSON object per line. */
   lines(): Record<string, any>[];
+  /** The config file it was started with, in a temporary folder removed at teardown. */
+  file: string;
   stop(): void;
 }
 
-export async function startGatewayProcess(t: { teardown(fn: () => void): void }, yaml: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
+export interface ProcessOptions {
+  /** Ready lines to wait for: one per worker in cluster mode. Default 1. */
+  readyLines?: number;
+  timeoutMs?: number;
+}
+
+/** `yaml` may be a function of the process's temporary folder (for a database file there). */
+export async function startGatewayProcess(
+  t: { teardown(fn: () => void): void },
+  yaml: string | ((dir: string) => string),
+  env: Record<string, string> = {},
+  opts: ProcessOptions = {},
+): Promise<GatewayProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-proc-'));
   const file = path.join(dir, 'gateway.yaml');
-  fs.writeFileSync(file, yaml);
+  fs.writeFileSync(file, typeof yaml === 'function' ? yaml(dir) : yaml);
   const child = spawn(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const stop = () => {
     child.kill('SIGKILL');
@@ -41,9 +56,24 @@ export async function startGatewayProcess(t: { teardown(fn: () => void): void },
       .map((l) => JSON.parse(l) as Record<string, any>);
   let exited = false;
   child.on('exit', () => (exited = true));
-  await until(() => exited || lines().some((l) => l.msg === 'model-gateway ready'), 20_000);
+  const ready = () => lines().filter((l) => l.msg === 'model-gateway ready').length;
+  await until(() => exited || ready() >= (opts.readyLines ?? 1), opts.timeoutMs ?? 20_000);
   if (exited) throw new Error(`the gateway exited: ${out}${err}`);
   const port = lines().find((l) => l.msg === 'model-gateway ready')!.port as number;
   const url = `http://127.0.0.1:${port}`;
-  return { child, port, url, baseURL: `${url}/v1`, lines, stop };
+  return { child, port, url, baseURL: `${url}/v1`, lines, file, stop };
+}
+
+/** Whether a Redis server answers PING at `url` (within about a second). */
+export async function redisReachable(url: string): Promise<boolean> {
+  const r = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  r.on('error', () => {});
+  try {
+    await r.connect();
+    return (await r.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    r.disconnect();
+  }
 }
