@@ -133,6 +133,8 @@ export interface Pricing {
   output_image?: number;
   image?: number;
   web_search?: number;
+  /** Per request that ran at least one web search, however many (Gemini 2.x's "grounded prompt"); replaces `web_search`. */
+  web_search_request?: number;
   /** Prices for requests whose input exceeds `threshold` tokens. */
   long_context?: Omit<Pricing, 'long_context'> & { threshold: number };
 }
@@ -167,7 +169,7 @@ export function costOf(u: Usage, pricing: Pricing | undefined): number | null {
     add(textOut, p.output, 1e6) &&
     add(u.output_image_tokens, p.output_image, 1e6) &&
     add(u.output_tokens > 0 ? 0 : u.images, p.image, 1) &&
-    add(u.web_searches, p.web_search, 1);
+    (p.web_search_request !== undefined ? add(u.web_searches > 0 ? 1 : 0, p.web_search_request, 1) : add(u.web_searches, p.web_search, 1));
   // Rounded to a nano-dollar: sums of float prices otherwise differ in the 17th digit.
   return ok ? Math.round(cost * 1e9) / 1e9 : null;
 }

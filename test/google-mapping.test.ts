@@ -83,6 +83,23 @@ t.test('stream: chunks event by event, role first, finish and usage at the end',
   t.match(out.find((c) => c.usage)?.usage, { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 });
 });
 
+t.test('Google Search grounding: the distinct non-empty queries are the web searches, JSON or streamed', async (t) => {
+  const grounding = { webSearchQueries: ['rome weather', '', 'rome forecast', 'rome weather'] };
+  const usageMetadata = { promptTokenCount: 9, candidatesTokenCount: 2, totalTokenCount: 11 };
+  const res = { candidates: [{ index: 0, content: { role: 'model', parts: [{ text: 'Sunny.' }] }, finishReason: 'STOP', groundingMetadata: grounding }], usageMetadata };
+  t.same(toCompletion(res as never, 'google/gemini-3-pro-preview').usage?.server_tool_use, { web_search_requests: 2 });
+  const ungrounded = toCompletion({ ...res, candidates: [{ ...res.candidates[0], groundingMetadata: undefined }] } as never, 'google/gemini-3-pro-preview');
+  t.notOk(ungrounded.usage && 'server_tool_use' in ungrounded.usage, 'no searches: no server_tool_use');
+
+  const ev = (o: unknown) => ({ data: JSON.stringify(o) });
+  const mapper = new GeminiChunkMapper({ model: 'google/gemini-3-pro-preview', includeUsage: true });
+  const out: ChatChunk[] = [];
+  mapper.step(ev({ candidates: [{ index: 0, content: { role: 'model', parts: [{ text: 'Sun' }] } }], usageMetadata: { ...usageMetadata, candidatesTokenCount: 1 }, responseId: 'g1' }), out);
+  mapper.step(ev({ candidates: [{ index: 0, content: { role: 'model', parts: [{ text: 'ny.' }] }, finishReason: 'STOP', groundingMetadata: grounding }], usageMetadata, responseId: 'g1' }), out);
+  mapper.end(out);
+  t.same(out.find((c) => c.usage)?.usage?.server_tool_use, { web_search_requests: 2 }, 'grounding on the last event counts in the final usage');
+});
+
 t.test('errors: status, code and RetryInfo', async (t) => {
   const body = { error: { code: 429, status: 'RESOURCE_EXHAUSTED', message: 'Quota exceeded', details: [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '34.4s' }] } };
   t.same(geminiError(429, body, ''), { error: { message: 'Quota exceeded', type: 'rate_limit_error', param: null, code: 'resource_exhausted' }, retryAfterMs: 34400 });

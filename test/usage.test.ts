@@ -58,13 +58,12 @@ function shippedPricing(id: string): Record<string, number> {
   return shipped.models.find((m: { id: string }) => m.id === id).pricing;
 }
 
-// One family each: OpenAI, Anthropic, Google (Gemini API) and Bedrock
-// (amazon/nova-pro has no price in the shipped catalog: its cost is null).
+// One family each: OpenAI, Anthropic, Google (Gemini API) and Bedrock.
 const CHAT = [
   { model: 'openai/gpt-4.1-mini', provider: 'openai', priced: true },
   { model: 'anthropic/claude-sonnet-4-5', provider: 'anthropic', priced: true },
   { model: 'google/gemini-2.5-flash', provider: 'google', priced: true },
-  { model: 'amazon/nova-pro', provider: 'bedrock', priced: false },
+  { model: 'amazon/nova-pro', provider: 'bedrock', priced: true },
 ];
 
 for (const { model, provider, priced } of CHAT) {
@@ -184,6 +183,42 @@ t.test('web searches are counted and priced (Responses web_search_preview on gpt
   t.ok(Math.abs(rec.cost_usd! - expected) < 1e-9, `one search priced at ${p.web_search}`);
 });
 
+t.test('the shipped catalog prices every model it serves, and every web search a model can run', async (t) => {
+  for (const m of shipped.models as { id: string; status?: string; pricing?: Record<string, number>; capabilities?: Record<string, unknown> }[]) {
+    if (m.status === 'retired') continue;
+    t.ok(m.pricing && Object.keys(m.pricing).length, `${m.id} has prices`);
+    if (m.capabilities?.web_search) t.ok(m.pricing?.web_search !== undefined || m.pricing?.web_search_request !== undefined, `${m.id} prices its web searches`);
+  }
+});
+
+// Google Search grounding: Gemini lists the queries it ran (the mock, like
+// Gemini, repeats one and adds an empty string); the distinct non-empty ones
+// are the searches. Gemini 2.x is billed per grounded request, Gemini 3 per query.
+for (const { model, perRequest } of [
+  { model: 'google/gemini-2.5-flash', perRequest: true },
+  { model: 'google/gemini-3-pro-preview', perRequest: false },
+]) {
+  t.test(`${model}: Google Search grounding counted and priced, streamed or not`, async (t) => {
+    const input = 'What is new today? search the web';
+    const tools: OpenAI.Responses.Tool[] = [{ type: 'web_search_preview' }];
+    const r = await client.responses.create({ model, input, tools, store: false }).withResponse();
+    const plain = await recordOf(r.response.headers.get('x-request-id')!);
+    t.equal(plain.usage!.web_searches, 2, 'two distinct non-empty queries');
+    t.same(r.data.usage && (r.data.usage as unknown as { server_tool_use?: unknown }).server_tool_use, { web_search_requests: 2 }, 'the answer reports them');
+    const s = await client.responses.create({ model, input, tools, store: false, stream: true }).withResponse();
+    for await (const _ of s.data);
+    const streamed = await recordOf(s.response.headers.get('x-request-id')!);
+    t.same(streamed.usage, plain.usage, 'the stream is accounted the same');
+    const p = shippedPricing(model);
+    const u = plain.usage!;
+    const tokens = ((u.input_tokens - u.cached_input_tokens) * p.input + u.cached_input_tokens * p.cached_input + u.output_tokens * p.output) / 1e6;
+    const searches = perRequest ? p.web_search_request : 2 * p.web_search;
+    t.ok(searches > 0, 'the catalog prices the searches');
+    t.ok(Math.abs(plain.cost_usd! - (tokens + searches)) < 1e-9, `cost ${plain.cost_usd}: tokens ${tokens} + searches ${searches}`);
+    t.equal(streamed.cost_usd, plain.cost_usd);
+  });
+}
+
 t.test('images: token-priced (gpt-image-1) and image-priced (Imagen) generations', async (t) => {
   const a = await client.images.generate({ model: 'openai/gpt-image-1', prompt: 'a red square', n: 2, size: '1024x1024' }).withResponse();
   const ra = await recordOf(a.response.headers.get('x-request-id')!);
@@ -279,6 +314,9 @@ t.test('costOf: prices by kind, long-context tier, per image, and null without a
   near(costOf(u({ input_tokens: 1_000_000, cached_input_tokens: 200_000, cache_write_tokens: 100_000, output_tokens: 10_000 }), p), 0.7 * 3 + 0.2 * 0.3 + 0.1 * 3.75 + 0.01 * 15);
   near(costOf(u({ input_tokens: 10, output_tokens: 5, reasoning_tokens: 3 }), p), (10 * 3 + 5 * 15) / 1e6, 'reasoning tokens are output tokens');
   t.equal(costOf(u({ input_tokens: 10, web_searches: 1 }), p), null, 'a web search without a price: null');
+  near(costOf(u({ input_tokens: 1_000_000, web_searches: 3 }), { input: 1, web_search: 0.014 }), 1 + 3 * 0.014, 'per search');
+  near(costOf(u({ input_tokens: 1_000_000, web_searches: 3 }), { input: 1, web_search_request: 0.035 }), 1 + 0.035, 'per grounded request, however many searches');
+  near(costOf(u({ input_tokens: 1_000_000 }), { input: 1, web_search_request: 0.035 }), 1, 'no search: no grounding fee');
   t.equal(costOf(u({ input_tokens: 10 }), undefined), null, 'no prices: null');
   t.equal(costOf(u({ input_tokens: 10, cached_input_tokens: 5 }), { input: 1, output: 1 }), null, 'cached input without its price: null, not the input price');
   const tiered = { input: 1.25, output: 10, long_context: { threshold: 200_000, input: 2.5, output: 15 } };

@@ -44,6 +44,25 @@ export function mapUsage(u: GeminiUsage | undefined): ChatUsage | undefined {
   };
 }
 
+/**
+ * The Google Search queries a response ran (grounding), added to `seen`:
+ * Gemini bills the distinct non-empty ones (empty strings in
+ * `webSearchQueries` are not searches), https://ai.google.dev/gemini-api/docs/google-search.
+ */
+export function addSearchQueries(candidates: GeminiCandidate[] | undefined, seen?: Set<string>): Set<string> | undefined {
+  if (candidates)
+    for (const c of candidates) {
+      const queries = c.groundingMetadata?.webSearchQueries;
+      if (Array.isArray(queries)) for (const q of queries) if (typeof q === 'string' && q) (seen ??= new Set()).add(q);
+    }
+  return seen;
+}
+
+/** `usage` with the web searches a response ran (`server_tool_use.web_search_requests`, only when not 0). */
+export function withSearches(usage: ChatUsage, searches: number): ChatUsage {
+  return searches > 0 ? { ...usage, server_tool_use: { web_search_requests: searches } } : usage;
+}
+
 const bytes = (s: string) => [...Buffer.from(s, 'utf8')];
 
 export function mapLogprobs(l: GeminiLogprobsResult | undefined): LogprobContent[] | null {
@@ -116,6 +135,6 @@ export function toCompletion(res: GenerateContentResponse, model: string, n = 1)
     choices,
   };
   const usage = mapUsage(res.usageMetadata);
-  if (usage) out.usage = usage;
+  if (usage) out.usage = withSearches(usage, addSearchQueries(candidates)?.size ?? 0);
   return out;
 }

@@ -15,7 +15,7 @@ import type { SSEEvent } from '../../src/sse.js';
 import { UpstreamError, parseEventJson, MappedEvents, type EventMapper } from '../../src/provider.js';
 import type { GeminiErrorBody, GenerateContentResponse } from './wire.js';
 import { streamError } from './errors.js';
-import { completionId, mapFinish, mapLogprobs, mapUsage, signatureDetail, toolCallId, codeText } from './response.js';
+import { completionId, mapFinish, mapLogprobs, mapUsage, signatureDetail, toolCallId, codeText, addSearchQueries, withSearches } from './response.js';
 
 export interface StreamOptions {
   model: string;
@@ -41,6 +41,8 @@ export class GeminiChunkMapper implements EventMapper<ChatChunk> {
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly choices = new Map<number, ChoiceState>();
   private usage: ChatUsage | undefined;
+  /** The Google Search queries run so far (grounding metadata comes with the last events). */
+  private searches: Set<string> | undefined;
 
   constructor(private readonly opts: StreamOptions) {}
 
@@ -65,8 +67,10 @@ export class GeminiChunkMapper implements EventMapper<ChatChunk> {
     const res = parseEventJson<GenerateContentResponse & GeminiErrorBody>(ev.data);
     if (res.error) throw streamError(res);
     this.id ??= completionId(res.responseId);
+    this.searches = addSearchQueries(res.candidates, this.searches);
     if (res.usageMetadata) {
-      this.usage = mapUsage(res.usageMetadata);
+      const u = mapUsage(res.usageMetadata);
+      this.usage = u && this.searches ? withSearches(u, this.searches.size) : u;
       // Cumulative: what a stream cut now has cost so far (ProviderCall.reportUsage).
       if (this.usage) this.opts.reportUsage?.(this.usage);
     }

@@ -118,6 +118,8 @@ export interface GeminiLogprobsResult {
 
 export interface GeminiCandidate {
   content?: GeminiContent;
+  /** Grounding with Google Search: the queries the model ran (https://ai.google.dev/api/generate-content#GroundingMetadata). */
+  groundingMetadata?: { webSearchQueries?: string[] };
   finishReason?: string;
   finishMessage?: string;
   index?: number;

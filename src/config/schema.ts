@@ -195,6 +195,8 @@ const PriceEntries = {
   image: v.optional(price),
   /** Per provider web search (server-side tool use). */
   web_search: v.optional(price),
+  /** Per request that ran at least one provider web search, however many (replaces `web_search`). */
+  web_search_request: v.optional(price),
 };
 
 const PricingSchema = v.strictObject({

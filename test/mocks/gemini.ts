@@ -473,6 +473,8 @@ export interface Plan {
   finish: string;
   blocked?: string;
   words: number;
+  /** Google Search grounding: the queries "run" (as Gemini lists them: an empty string and a repeat included). */
+  searches?: string[];
 }
 
 export function plan(body: any, cache: StoredCache | undefined): Plan {
@@ -491,6 +493,9 @@ export function plan(body: any, cache: StoredCache | undefined): Plan {
     const name = field(fcc, 'allowedFunctionNames')?.[0] ?? decls[0].name;
     return { thought, call: { name, args: { city: 'Paris' } }, finish: 'STOP', words: 3 };
   }
+  // With the googleSearch tool, a prompt that asks to search is grounded; Gemini
+  // lists the queries it ran, sometimes with empty strings and repeats.
+  const searches = tools.some((x: any) => field(x, 'googleSearch')) && /search/i.test(last.text) ? [`${last.text} latest`, '', `${last.text} sources`, `${last.text} latest`] : undefined;
   let text: string;
   if (field(g, 'responseMimeType') === 'application/json') text = JSON.stringify(sample(field(g, 'responseJsonSchema') ?? field(g, 'responseSchema') ?? { type: 'object', properties: { answer: { type: 'string' } } }, last.text));
   else text = `Echo: ${last.text}${last.images ? ` [${last.images} image${last.images > 1 ? 's' : ''}]` : ''}`;
@@ -505,7 +510,17 @@ export function plan(body: any, cache: StoredCache | undefined): Plan {
     text = words.slice(0, max).join('');
     finish = 'MAX_TOKENS';
   }
-  return { thought, text, finish, words: Math.min(words.length, max ?? Infinity) };
+  return { thought, text, finish, words: Math.min(words.length, max ?? Infinity), searches };
+}
+
+/** A grounded candidate's groundingMetadata (https://ai.google.dev/api/generate-content#GroundingMetadata). */
+function groundingMetadata(queries: string[]): Record<string, unknown> {
+  return {
+    webSearchQueries: queries,
+    searchEntryPoint: { renderedContent: '<style>.container{}</style><div class="container">Search suggestions</div>' },
+    groundingChunks: [{ web: { uri: 'https://vertexaisearch.cloud.google.com/grounding-api-redirect/AbC1', title: 'example.com' } }],
+    groundingSupports: [{ segment: { startIndex: 0, endIndex: 4, text: 'Echo' }, groundingChunkIndices: [0] }],
+  };
 }
 
 function usage(body: any, cache: StoredCache | undefined, p: Plan, thinking: boolean): Record<string, unknown> {
@@ -560,6 +575,7 @@ export function generateResponse(body: any, cache: StoredCache | undefined, mode
   const candidates = Array.from({ length: n }, (_, i) => {
     const c: any = { content: { parts: candidateParts(p, model, state, i), role: 'model' }, finishReason: p.finish, index: i };
     if (p.call) c.finishMessage = 'Model generated function call(s).';
+    if (p.searches) c.groundingMetadata = groundingMetadata(p.searches);
     if (field(g, 'responseLogprobs') && p.text) {
       c.logprobsResult = logprobsResult(p.text, field(g, 'logprobs'));
       c.avgLogprobs = -0.1;
@@ -599,6 +615,8 @@ export function streamFrames(full: any, model: string): string[] {
     const last = i === events.length - 1;
     const cand: any = { content: { parts: e.parts, role: 'model' }, index: 0 };
     if (last) cand.finishReason = c.finishReason;
+    // Streamed, the grounding metadata comes with the last event.
+    if (last && c.groundingMetadata) cand.groundingMetadata = c.groundingMetadata;
     const usage = { ...u, candidatesTokenCount: e.tokens, totalTokenCount: (u.promptTokenCount ?? 0) + e.tokens + (u.thoughtsTokenCount ?? 0) };
     if (!e.tokens) delete usage.candidatesTokenCount;
     return frame({ candidates: [cand], usageMetadata: usage, ...meta });
