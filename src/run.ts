@@ -100,7 +100,7 @@ const MAX_EARLY_DEATHS = 5;
 function runPrimary(config: GatewayConfig, count: number, lacking: string[]): void {
   const logger = createLogger(config.server.log_level);
   if (lacking.length) logger.warn({ node_flags: lacking }, LACKING_FLAGS);
-  if (config.storage.responses_db === ':memory:')
+  if (!config.storage.url && config.storage.responses_db === ':memory:')
     logger.warn({ workers: count }, "storage.responses_db is ':memory:' with several workers: each worker keeps its own stored responses, so GET /v1/responses/{id} and previous_response_id only find responses the same worker stored; use a file (shared in WAL mode) or workers: 1");
   // One scrape of /metrics, whichever worker serves it, shows every worker's metrics (src/metrics.ts).
   if (config.telemetry.metrics.enabled) serveClusterMetrics();

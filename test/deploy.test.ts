@@ -49,7 +49,7 @@ t.test('docker-compose.yaml: two gateways, Redis, PostgreSQL and a load balancer
     t.match(g.healthcheck.test.join(' '), /\/healthz/);
     t.equal(g.volumes[0], 'gateway-data:/var/lib/model-gateway', `${name}: the data volume`);
   }
-  t.ok('gateway-data' in compose.volumes, 'one volume both replicas share: stored responses in one SQLite file (WAL, one host)');
+  t.ok('gateway-data' in compose.volumes, 'one volume both replicas share: the SQLite files of a config without DATABASE_URL (WAL, one host)');
   t.same(services.lb.depends_on, { 'gateway-1': { condition: 'service_healthy' }, 'gateway-2': { condition: 'service_healthy' } });
   for (const s of ['redis', 'postgres', 'lb']) t.ok(services[s].healthcheck?.test, `${s} has a healthcheck`);
   // The config the lb mounts exists and sends to both replicas, checking /healthz.

@@ -14,6 +14,7 @@ import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { openAIImagesRoute } from './mocks/openai-images.js';
 import { startGateway, CLIENT_KEY, until, type TestGateway } from './helpers/gateway.js';
+import { postgresDown } from './helpers/process.js';
 import { COLUMNS } from '../src/store/usage.js';
 
 const ADMIN_KEY = 'gw-admin-key-' + randomBytes(8).toString('hex');
@@ -267,20 +268,7 @@ t.test('SQLite: a locked database never holds a request', async (t) => {
   });
 });
 
-async function postgresReachable(): Promise<string | undefined> {
-  const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
-  try {
-    await c.connect();
-    await c.query('SELECT 1');
-    return undefined;
-  } catch (err) {
-    return (err as Error).message;
-  } finally {
-    await c.end().catch(() => undefined);
-  }
-}
-
-const pgDown = await postgresReachable();
+const pgDown = await postgresDown(PG_URL);
 const skipPg = pgDown ? `PostgreSQL is not running on 127.0.0.1:5432 (${pgDown}): the PostgreSQL usage store was not tested` : false;
 
 t.test('PostgreSQL (storage.url)', { skip: skipPg }, async (t) => {

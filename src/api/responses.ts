@@ -43,7 +43,7 @@ import {
 import { chatToResponseEvents, nativeResponseEvents, responseFrames, type StreamHooks } from './responses-stream.js';
 import { fitContext, countItems } from './responses-truncate.js';
 import { countInputTokens } from '../count.js';
-import { openSqliteResponseStore, StoreError, type ResponseStore } from '../store/responses.js';
+import { openResponseStore, StoreError, type ResponseStore } from '../store/responses.js';
 import { parseListQuery, pageOf, type ListQuery, type Turn } from './responses-items.js';
 
 export function validateResponses(raw: unknown, ctx: RequestContext): Record<string, unknown> {
@@ -66,7 +66,7 @@ class StoreHolder {
   get(ctx: RequestContext): ResponseStore {
     if (this.store) return this.store;
     try {
-      this.store = unavailableAs503(openSqliteResponseStore(ctx.config.storage.responses_db, ctx.config.dir, { timeoutMs: ctx.config.storage.responses_timeout_ms }));
+      this.store = unavailableAs503(openResponseStore(ctx.config));
     } catch (err) {
       ctx.logger.error({ err, path: ctx.config.storage.responses_db }, 'cannot open the responses store (storage.responses_db)');
       throw new GatewayError(500, 'internal_server_error', 'The response store could not be opened; see the gateway log (storage.responses_db).', { code: 'store_unavailable' });
@@ -80,6 +80,8 @@ class StoreHolder {
   }
 }
 
+const WHY: Record<string, string> = { STORE_LOCKED: 'locked by another connection', STORE_BUSY: 'too many operations waiting', STORE_UNAVAILABLE: 'its database is unreachable' };
+
 /**
  * A store whose reads and deletes that could not complete (locked by another
  * process, timed out, too many waiting) fail as a 503 the client can retry,
@@ -88,11 +90,12 @@ class StoreHolder {
 function unavailableAs503(store: ResponseStore): ResponseStore {
   const as503 = (err: unknown): never => {
     if (!(err instanceof StoreError)) throw err;
-    throw new GatewayError(503, 'service_unavailable_error', `The response store did not answer (${err.code === 'STORE_LOCKED' ? 'locked by another connection' : err.code === 'STORE_BUSY' ? 'too many operations waiting' : 'timed out'}); retry.`, { code: 'store_unavailable' });
+    throw new GatewayError(503, 'service_unavailable_error', `The response store did not answer (${WHY[err.code] ?? 'timed out'}); retry.`, { code: 'store_unavailable' });
   };
   return {
     put: (r) => store.put(r),
     get: (id, owner) => store.get(id, owner).catch(as503),
+    chain: (id, owner, max) => store.chain(id, owner, max).catch(as503),
     items: (ids, owner) => store.items(ids, owner).catch(as503),
     delete: (id, owner) => store.delete(id, owner).catch(as503),
     close: () => store.close(),
@@ -116,17 +119,7 @@ const MAX_CHAIN = 10_000;
  * that was deleted ends the chain (the conversation starts after it).
  */
 async function storedChain(store: ResponseStore, id: string, owner: string): Promise<{ id: string; input: Item[]; output: Item[] }[]> {
-  const turns: { id: string; input: Item[]; output: Item[] }[] = [];
-  const seen = new Set<string>();
-  let cur: string | null = id;
-  while (cur && !seen.has(cur) && turns.length < MAX_CHAIN) {
-    seen.add(cur);
-    const r = await store.get(cur, owner);
-    if (!r) break;
-    turns.push({ id: r.id, input: r.input as Item[], output: r.output as Item[] });
-    cur = r.previous_response_id;
-  }
-  return turns;
+  return (await store.chain(id, owner, MAX_CHAIN)) as unknown as { id: string; input: Item[]; output: Item[] }[];
 }
 
 /** The stored conversation behind `previous_response_id`: every turn's input and output items, oldest first. */

@@ -251,6 +251,9 @@ const RoutingSchema = v.strictObject({
   max_retry_wait_ms: v.optional(nonNegativeInt, 2_000),
 });
 
+/** A table's name, in SQLite and PostgreSQL. */
+const sqlName = v.pipe(v.string(), v.regex(/^[a-z_][a-z0-9_]{0,47}$/, 'must be a lower-case SQL identifier (letters, digits, underscore; at most 48)'));
+
 /** Usage records (docs/observability.md#usage-store): one per request, written off the request path in batches. */
 const UsageStoreSchema = v.strictObject({
   /** Write a usage record for every request. */
@@ -258,7 +261,7 @@ const UsageStoreSchema = v.strictObject({
   /** SQLite file for usage records when `storage.url` names no PostgreSQL database; `:memory:` keeps them in memory. */
   db: v.optional(v.string(), './data/usage.sqlite'),
   /** The table's name (SQLite and PostgreSQL). */
-  table: v.optional(v.pipe(v.string(), v.regex(/^[a-z_][a-z0-9_]{0,47}$/, 'must be a lower-case SQL identifier (letters, digits, underscore; at most 48)')), 'gateway_usage'),
+  table: v.optional(sqlName, 'gateway_usage'),
   /** Records older than this many days are deleted (hourly); 0 keeps them forever. */
   retention_days: v.optional(nonNegativeInt, 90),
   /** Records waiting to be written; when the queue is full, new records are dropped (counted and logged), never waited for. */
@@ -272,8 +275,10 @@ const UsageStoreSchema = v.strictObject({
 });
 
 const StorageSchema = v.strictObject({
-  /** SQLite file for stored responses; `:memory:` keeps them in memory. */
+  /** SQLite file for stored responses when `url` names no PostgreSQL database; `:memory:` keeps them in memory. */
   responses_db: v.optional(v.string(), './data/responses.sqlite'),
+  /** The PostgreSQL table of stored responses (`url`); their output items go to `<name>_items`. */
+  responses_table: v.optional(sqlName, 'gateway_responses'),
   /**
    * Longest an operation of the responses store may take, a wait for
    * another connection's lock included: a response not stored within it is
@@ -281,9 +286,10 @@ const StorageSchema = v.strictObject({
    */
   responses_timeout_ms: v.optional(positiveInt, 2_000),
   /**
-   * A PostgreSQL database for usage records (`postgres://user:pass@host:5432/db`);
-   * empty or absent: the embedded SQLite file `usage.db`. The shipped
-   * gateway.yaml takes it from DATABASE_URL.
+   * A PostgreSQL database for stored responses, usage records and runtime
+   * keys (`postgres://user:pass@host:5432/db`); empty or absent: the embedded
+   * SQLite files `responses_db` and `usage.db`. The shipped gateway.yaml
+   * takes it from DATABASE_URL.
    */
   url: v.optional(v.pipe(v.string(), v.regex(/^(?:postgres(?:ql)?:\/\/\S+)?$/, "must be a PostgreSQL URL ('postgres://user:password@host:5432/database') or empty")), ''),
   usage: v.optional(UsageStoreSchema, {}),

@@ -1,9 +1,11 @@
 // Stored responses (`store: true`), for GET/DELETE /v1/responses/{id},
-// `previous_response_id` and `item_reference` inputs. The interface is small
-// and asynchronous so that another backend (Redis, Postgres...) can replace
-// the embedded one; the built-in backend is SQLite through `node:sqlite`
-// (built into Node 24: no native addon), in WAL mode so that several worker
-// processes can share one file (https://www.sqlite.org/wal.html).
+// `previous_response_id` and `item_reference` inputs, behind one small
+// asynchronous interface with two backends, chosen by `storage`:
+// - PostgreSQL when `storage.url` names one (responses-pg.ts): every replica
+//   of a fleet reads what any of them stored;
+// - else the embedded SQLite file `storage.responses_db`, through
+//   `node:sqlite` (built into Node 24: no native addon), in WAL mode so that
+//   several worker processes can share one file (https://www.sqlite.org/wal.html).
 //
 // node:sqlite is synchronous: a write that waits for another connection's
 // lock (another process, a backup holding the file) blocked the event loop,
@@ -15,6 +17,8 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { StoreReply, StoreRequest } from './sqlite-worker.js';
+import type { GatewayConfig } from '../config/load.js';
+import { openPostgresResponseStore } from './responses-pg.js';
 
 /** One stored response: what it was asked (its own input items only) and what it answered. */
 export interface StoredResponse {
@@ -32,10 +36,20 @@ export interface StoredResponse {
   response: Record<string, unknown>;
 }
 
+/** One turn of a stored conversation: what `previous_response_id` replays. */
+export type StoredTurn = Pick<StoredResponse, 'id' | 'previous_response_id' | 'input' | 'output'>;
+
 export interface ResponseStore {
   put(r: StoredResponse): Promise<void>;
   /** Undefined when the id is unknown or belongs to another owner. */
   get(id: string, owner: string): Promise<StoredResponse | undefined>;
+  /**
+   * The owner's stored turns along the chain of `previous_response_id`s that
+   * starts at `id`, newest first, in one operation: empty when `id` itself is
+   * not the owner's; a turn that is missing (deleted, another owner's) ends
+   * the chain, and so does one already in it; at most `max` turns.
+   */
+  chain(id: string, owner: string, max: number): Promise<StoredTurn[]>;
   /**
    * Output items of the owner's stored responses, by item id, for `item_reference`
    * inputs (the Vercel AI SDK sends its earlier turns' output that way). Ids not
@@ -47,11 +61,11 @@ export interface ResponseStore {
   close(): Promise<void>;
 }
 
-/** A store operation that did not complete: timed out, locked out, queue full, closed, or failed in SQLite. */
+/** A store operation that did not complete: timed out, locked out, queue full, database unreachable, closed, or failed in the database. */
 export class StoreError extends Error {
   constructor(
     message: string,
-    /** STORE_TIMEOUT, STORE_LOCKED, STORE_BUSY (too many waiting), STORE_CLOSED or STORE_FAILED. */
+    /** STORE_TIMEOUT, STORE_LOCKED, STORE_BUSY (too many waiting), STORE_UNAVAILABLE (the database cannot be reached), STORE_CLOSED or STORE_FAILED. */
     readonly code: string,
   ) {
     super(message);
@@ -59,7 +73,7 @@ export class StoreError extends Error {
   }
 }
 
-export interface SqliteStoreOptions {
+export interface StoreOptions {
   /** Longest an operation may take, waiting for a lock included (ms). */
   timeoutMs?: number;
   /** Operations that may wait at once; more fail at once with STORE_BUSY. */
@@ -75,13 +89,24 @@ const STORE_START_MS = 10_000;
 const REPLY_MARGIN_MS = 250;
 
 /**
+ * The store `storage` names: PostgreSQL for a postgres:// `url` (tables
+ * created on first use), else the SQLite file `responses_db` (relative to the
+ * config's directory). Nothing connects or opens a file until an operation.
+ */
+export function openResponseStore(config: GatewayConfig): ResponseStore {
+  const { url, responses_db, responses_table, responses_timeout_ms } = config.storage;
+  const opts = { timeoutMs: responses_timeout_ms };
+  return url ? openPostgresResponseStore(url, responses_table, opts) : openSqliteResponseStore(responses_db, config.dir, opts);
+}
+
+/**
  * Open (creating if needed) the SQLite store at `file`; `:memory:` keeps it in
  * the store's thread. A relative path is resolved against `baseDir` (the
  * directory of gateway.yaml), and the directory is created. The database is
  * opened by the thread on first use; an open that fails is tried again by the
  * next operation.
  */
-export function openSqliteResponseStore(file: string, baseDir = process.cwd(), opts: SqliteStoreOptions = {}): ResponseStore {
+export function openSqliteResponseStore(file: string, baseDir = process.cwd(), opts: StoreOptions = {}): ResponseStore {
   const memory = file === ':memory:';
   const where = memory ? file : path.resolve(baseDir, file);
   if (!memory) mkdirSync(path.dirname(where), { recursive: true });
@@ -168,6 +193,7 @@ export function openSqliteResponseStore(file: string, baseDir = process.cwd(), o
   return {
     put: (r) => call<void>('put', [r]),
     get: (id, owner) => call<StoredResponse | undefined>('get', [id, owner]),
+    chain: (id, owner, max) => call<StoredTurn[]>('chain', [id, owner, max]),
     items: (ids, owner) => call<Map<string, Record<string, unknown>>>('items', [ids, owner]),
     delete: (id, owner) => call<boolean>('delete', [id, owner]),
     async close() {

@@ -4,7 +4,7 @@
 // checkpoint or a slow disk blocks that thread, never the gateway's event loop.
 import { createRequire } from 'node:module';
 import type { StatementSync } from 'node:sqlite';
-import type { StoredResponse } from './responses.js';
+import type { StoredResponse, StoredTurn } from './responses.js';
 
 interface Row {
   id: string;
@@ -20,6 +20,7 @@ interface Row {
 export interface SqliteDb {
   put(r: StoredResponse): void;
   get(id: string, owner: string): StoredResponse | undefined;
+  chain(id: string, owner: string, max: number): StoredTurn[];
   items(ids: string[], owner: string): Map<string, Record<string, unknown>>;
   delete(id: string, owner: string): boolean;
   close(): void;
@@ -100,11 +101,12 @@ export function openSqliteDb(where: string, busyTimeoutMs: number): SqliteDb {
     db.close();
     throw err;
   }
-  const stmts: { put: StatementSync; get: StatementSync; del: StatementSync; putItem: StatementSync; getItem: StatementSync; delItems: StatementSync } = {
+  const stmts: { put: StatementSync; get: StatementSync; turn: StatementSync; del: StatementSync; putItem: StatementSync; getItem: StatementSync; delItems: StatementSync } = {
     put: db.prepare(
       'INSERT OR REPLACE INTO responses (id, owner, model, created_at, previous_response_id, input, output, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     get: db.prepare('SELECT * FROM responses WHERE id = ? AND owner = ?'),
+    turn: db.prepare('SELECT id, previous_response_id, input, output FROM responses WHERE id = ? AND owner = ?'),
     del: db.prepare('DELETE FROM responses WHERE id = ? AND owner = ?'),
     putItem: db.prepare('INSERT OR REPLACE INTO response_items (owner, id, response_id, item) VALUES (?, ?, ?, ?)'),
     getItem: db.prepare('SELECT item FROM response_items WHERE owner = ? AND id = ?'),
@@ -141,6 +143,18 @@ export function openSqliteDb(where: string, busyTimeoutMs: number): SqliteDb {
         output: JSON.parse(row.output),
         response: JSON.parse(row.response),
       };
+    },
+    chain(id, owner, max) {
+      const turns: StoredTurn[] = [];
+      const seen = new Set<string>();
+      for (let cur: string | null = id; cur && !seen.has(cur) && turns.length < max; ) {
+        seen.add(cur);
+        const row = stmts.turn.get(cur, owner) as Pick<Row, 'id' | 'previous_response_id' | 'input' | 'output'> | undefined;
+        if (!row) break;
+        turns.push({ id: row.id, previous_response_id: row.previous_response_id, input: JSON.parse(row.input), output: JSON.parse(row.output) });
+        cur = row.previous_response_id;
+      }
+      return turns;
     },
     delete(id, owner) {
       let deleted = false;

@@ -14,7 +14,7 @@ import { openSqliteDb, type SqliteDb } from './sqlite-db.js';
 
 export interface StoreRequest {
   id: number;
-  op: 'put' | 'get' | 'items' | 'delete';
+  op: 'put' | 'get' | 'chain' | 'items' | 'delete';
   args: unknown[];
   /** Date.now() after which the operation is not started (or tried again). */
   deadline: number;
@@ -35,12 +35,14 @@ function run(m: StoreRequest): unknown {
   try {
     // Opened on first use, and again after a failed open (a directory made writable, a lock gone).
     db ??= openSqliteDb(where, 0);
-    const [a, b] = m.args as [never, string];
+    const [a, b, c] = m.args as [never, string, number];
     switch (m.op) {
       case 'put':
         return db.put(a);
       case 'get':
         return db.get(a, b);
+      case 'chain':
+        return db.chain(a, b, c);
       case 'items':
         return db.items(a, b);
       case 'delete':

@@ -1,9 +1,8 @@
 // The usage store in PostgreSQL (storage.url: postgres://…), through `pg`'s
 // pool: asynchronous I/O, nothing on the event loop waits for it. The schema
-// is created and migrated at start-up (a `<table>_migrations` table records
-// the versions applied), under an advisory lock so that several gateway
-// processes starting together do not race.
+// is created and migrated at start-up (pg-migrate.ts).
 import pg from 'pg';
+import { migrate } from './pg-migrate.js';
 import { COLUMNS, aggregateSql, percentileSql, usageRow, latencyRow, type UsageBackend, type Row, type UsageQuery, type RecentQuery } from './usage.js';
 
 const TEXT = new Set(['request_id', 'key_name', 'user_id', 'session_id', 'endpoint', 'model', 'requested_model', 'provider', 'deployment', 'error_type', 'usage_source']);
@@ -25,24 +24,8 @@ export async function openPostgresUsage(url: string, table: string): Promise<Usa
   pool.on('error', () => {});
   const client = await pool.connect();
   try {
-    await client.query('SELECT pg_advisory_lock(hashtext($1))', [table]);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${table}_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`);
-    const done = new Set((await client.query<{ version: number }>(`SELECT version FROM ${table}_migrations`)).rows.map((r) => r.version));
-    const steps = MIGRATIONS(table);
-    for (let v = 1; v <= steps.length; v++) {
-      if (done.has(v)) continue;
-      await client.query('BEGIN');
-      try {
-        await client.query(steps[v - 1]);
-        await client.query(`INSERT INTO ${table}_migrations (version) VALUES ($1)`, [v]);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK');
-        throw err;
-      }
-    }
+    await migrate(client, table, MIGRATIONS(table));
   } finally {
-    await client.query('SELECT pg_advisory_unlock(hashtext($1))', [table]).catch(() => undefined);
     client.release();
   }
   const insert = (n: number) =>

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { until } from './gateway.js';
 
 const cli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/cli.js');
@@ -75,5 +76,19 @@ export async function redisReachable(url: string): Promise<boolean> {
     return false;
   } finally {
     r.disconnect();
+  }
+}
+
+/** Why no PostgreSQL answers at `url` (within about two seconds), or undefined when one does. */
+export async function postgresDown(url: string): Promise<string | undefined> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await c.connect();
+    await c.query('SELECT 1');
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    await c.end().catch(() => undefined);
   }
 }
