@@ -45,13 +45,15 @@ export {
   parseRetryAfter,
   unparseable,
   joinUrl,
-  openAIStyleError,
+  envelopeError,
   statusType,
   sseFraming,
   ndjsonFraming,
   NdjsonParser,
   RESPONSES_TERMINAL,
 } from './provider.js';
+/** @deprecated envelopeError's earlier name, kept for plugins written against 0.1.0. */
+export { envelopeError as openAIStyleError } from './provider.js';
 
 export type { SSEEvent } from './sse.js';
 export { SSEParser } from './sse.js';

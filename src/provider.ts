@@ -665,8 +665,13 @@ export function joinUrl(base: string, path: string): string {
   return base.replace(/\/+$/, '') + (path.startsWith('/') ? path : '/' + path);
 }
 
-/** Generic mapping of an OpenAI-style error body (used by OpenAI and most compatible servers). */
-export const openAIStyleError: ErrorMapper = (status, body, text) => {
+/**
+ * An error answer already in the gateway's own envelope
+ * (`{ error: { message, type, param, code } }`, OpenAI's shape, which most
+ * OpenAI-compatible servers share), taken field by field; anything missing
+ * from the status and the text.
+ */
+export const envelopeError: ErrorMapper = (status, body, text) => {
   const raw = (body as { error?: unknown } | undefined)?.error;
   const e = raw && typeof raw === 'object' ? (raw as Partial<ErrorBody>) : undefined;
   const message = typeof e?.message === 'string' ? e.message : typeof raw === 'string' ? raw : text.slice(0, 500) || `HTTP ${status}`;

@@ -11,10 +11,10 @@ import YAML from 'yaml';
 import { parseSSE, type SSEEvent } from '../src/sse.js';
 import type { ChatChunk, ChatRequest } from '../src/types.js';
 import type { ModelConfig } from '../src/config/schema.js';
-import { anthropicChunks } from '../plugins/anthropic/stream.js';
-import { fromAnthropic, mapUsage } from '../plugins/anthropic/response.js';
-import { toAnthropic, type ResponsePlan } from '../plugins/anthropic/request.js';
-import { anthropicError } from '../plugins/anthropic/errors.js';
+import { anthropicChunks } from '../plugins/providers/anthropic/stream.js';
+import { fromAnthropic, mapUsage } from '../plugins/providers/anthropic/response.js';
+import { toAnthropic, type ResponsePlan } from '../plugins/providers/anthropic/request.js';
+import { anthropicError } from '../plugins/providers/anthropic/errors.js';
 import { sharedFixtures } from './helpers/fixtures.js';
 
  

@@ -7,10 +7,10 @@ import type { ChatChunk, ChatRequest, NormalizationEntry } from '../src/types.js
 import type { ModelConfig } from '../src/config/schema.js';
 import type { SSEEvent } from '../src/sse.js';
 import type { GatewayError } from '../src/errors.js';
-import { toAnthropic, DEFAULT_MAX_TOKENS } from '../plugins/anthropic/request.js';
-import { fromAnthropic, finishReason, mapUsage } from '../plugins/anthropic/response.js';
-import { AnthropicChunkMapper } from '../plugins/anthropic/stream.js';
-import { anthropicError, streamError } from '../plugins/anthropic/errors.js';
+import { toAnthropic, DEFAULT_MAX_TOKENS } from '../plugins/providers/anthropic/request.js';
+import { fromAnthropic, finishReason, mapUsage } from '../plugins/providers/anthropic/response.js';
+import { AnthropicChunkMapper } from '../plugins/providers/anthropic/stream.js';
+import { anthropicError, streamError } from '../plugins/providers/anthropic/errors.js';
 
 const model = { id: 'anthropic/claude-sonnet-4-5', capabilities: { thinking: true }, max_output_tokens: 64000 } as unknown as ModelConfig;
 const map = (req: Partial<ChatRequest>, stream = false) => {

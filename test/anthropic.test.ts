@@ -620,7 +620,7 @@ t.test('no key in logs; provider key only in x-api-key', async (t) => {
 });
 
 t.test('stream: several signed thinking blocks reach an SDK stream-helper user whole', async (t) => {
-  const { anthropicChunks } = await import('../plugins/anthropic/stream.js');
+  const { anthropicChunks } = await import('../plugins/providers/anthropic/stream.js');
   const ev = (type: string, body: object) => ({ event: type, data: JSON.stringify({ type, ...body }) });
   const events = [
     ev('message_start', { message: { id: 'msg_1', model: 'claude-sonnet-4-5', usage: { input_tokens: 5, output_tokens: 1 } } }),

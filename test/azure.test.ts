@@ -1,4 +1,4 @@
-// Azure OpenAI (family `azure`, plugins/azure): the strict mock proved
+// Azure OpenAI (family `azure`, plugins/providers/azure): the strict mock proved
 // faithful with the official clients (`openai`'s AzureOpenAI on the dated
 // API, the plain OpenAI client on the v1 API, as Microsoft documents it), then
 // the gateway driven through HTTP with the official `openai` SDK: chat plain
@@ -14,9 +14,9 @@ import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { openAIImagesRoute } from './mocks/openai-images.js';
 import { startGateway, CLIENT_KEY, until, readThenAbort } from './helpers/gateway.js';
-import { azureUrl, resourceBase } from '../plugins/azure/index.js';
-import { azureError } from '../plugins/azure/errors.js';
-import { AzureChunkMapper } from '../plugins/azure/stream.js';
+import { azureUrl, resourceBase } from '../plugins/providers/azure/request.js';
+import { azureError } from '../plugins/providers/azure/errors.js';
+import { AzureChunkMapper } from '../plugins/providers/azure/stream.js';
 
 const azure = await startAzureMock();
 const responsesMock = createResponsesMock();

@@ -7,11 +7,11 @@ import type { ChatRequest, ChatChunk, NormalizationEntry } from '../src/types.js
 import type { ModelConfig } from '../src/config/schema.js';
 import { GatewayError } from '../src/errors.js';
 import { UpstreamError } from '../src/provider.js';
-import { toConverse, vendorOf, JSON_OBJECT_INSTRUCTION } from '../plugins/bedrock/request.js';
-import { fromConverse, mapUsage, finishReason } from '../plugins/bedrock/response.js';
-import { ConverseChunkMapper } from '../plugins/bedrock/stream.js';
-import { bedrockError, streamException, withShapeStatus } from '../plugins/bedrock/errors.js';
-import { EventStreamParser } from '../plugins/bedrock/eventstream.js';
+import { toConverse, vendorOf, JSON_OBJECT_INSTRUCTION } from '../plugins/providers/bedrock/request.js';
+import { fromConverse, mapUsage, finishReason } from '../plugins/providers/bedrock/response.js';
+import { ConverseChunkMapper } from '../plugins/providers/bedrock/stream.js';
+import { bedrockError, streamException, withShapeStatus } from '../plugins/providers/bedrock/errors.js';
+import { EventStreamParser } from '../plugins/providers/bedrock/eventstream.js';
 import { validateConverse, eventMessage, exceptionMessage, signReasoning } from './mocks/bedrock.js';
 import type { SSEEvent } from '../src/sse.js';
 

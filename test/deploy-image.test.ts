@@ -114,7 +114,7 @@ t.test('the runtime stage holds production dependencies only', { skip }, async (
   for (const dep of Object.keys(pkg.dependencies)) t.ok(fs.existsSync(path.join(modules, dep, 'package.json')), `${dep} is installed`);
   for (const dep of Object.keys(pkg.devDependencies)) t.notOk(fs.existsSync(path.join(modules, dep)), `devDependency ${dep} is not`);
   t.ok(fs.existsSync(inRoot(rt, 'dist/src/cli.js')));
-  t.ok(fs.existsSync(inRoot(rt, 'dist/plugins/openai/index.js')));
+  t.ok(fs.existsSync(inRoot(rt, 'dist/plugins/providers/openai/index.js')));
   t.notOk(fs.existsSync(inRoot(rt, 'dist/test')), 'no tests in the image');
   t.notOk(fs.existsSync(inRoot(rt, 'src')), 'no TypeScript sources in the image');
   t.match(rt.user, /^(1000|node)\b/, 'a non-root user');

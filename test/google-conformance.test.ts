@@ -13,10 +13,10 @@ import YAML from 'yaml';
 import { parseSSE, type SSEEvent } from '../src/sse.js';
 import type { ChatChunk, ChatMessage, ChatRequest } from '../src/types.js';
 import type { ModelConfig } from '../src/config/schema.js';
-import { geminiChunks } from '../plugins/google/stream.js';
-import { toCompletion } from '../plugins/google/response.js';
-import { toGemini } from '../plugins/google/request.js';
-import { geminiError } from '../plugins/google/errors.js';
+import { geminiChunks } from '../plugins/providers/google/stream.js';
+import { toCompletion } from '../plugins/providers/google/response.js';
+import { toGemini } from '../plugins/providers/google/request.js';
+import { geminiError } from '../plugins/providers/google/errors.js';
 import { checkSpec, SPEC } from './mocks/gemini.js';
 import { sharedFixtures } from './helpers/fixtures.js';
 

@@ -5,10 +5,10 @@
 import t from 'tap';
 import type { ChatChunk, ChatRequest, NormalizationEntry } from '../src/types.js';
 import type { ModelConfig } from '../src/config/schema.js';
-import { toGemini } from '../plugins/google/request.js';
-import { toCompletion, mapFinish } from '../plugins/google/response.js';
-import { GeminiChunkMapper } from '../plugins/google/stream.js';
-import { geminiError, parseDuration } from '../plugins/google/errors.js';
+import { toGemini } from '../plugins/providers/google/request.js';
+import { toCompletion, mapFinish } from '../plugins/providers/google/response.js';
+import { GeminiChunkMapper } from '../plugins/providers/google/stream.js';
+import { geminiError, parseDuration } from '../plugins/providers/google/errors.js';
 
 const model = { id: 'google/gemini-2.5-flash', capabilities: { thinking: true }, max_output_tokens: 65536 } as unknown as ModelConfig;
 const map = (req: Partial<ChatRequest>) => {

@@ -309,7 +309,7 @@ t.test('a provider plugin that throws on a request is not charged a failure (no 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-throw-'));
   const file = path.join(dir, 'wrapped.mjs');
   fs.writeFileSync(file, `
-import openai from ${JSON.stringify(path.resolve(here, '../plugins/openai/index.js'))};
+import openai from ${JSON.stringify(path.resolve(here, '../plugins/providers/openai/index.js'))};
 const base = openai();
 export default {
   ...base,

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { startOpenAIMock } from './mocks/openai.js';
 import { openAIImagesRoute, sniff } from './mocks/openai-images.js';
 import { startGeminiImagesMock } from './mocks/gemini-images.js';
-import { nearestSize, resolutionFor } from '../plugins/google/images.js';
+import { nearestSize, resolutionFor } from '../plugins/providers/google/images.js';
 import { GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
 

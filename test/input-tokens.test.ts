@@ -13,7 +13,7 @@ import { createResponsesMock } from './mocks/openai-responses.js';
 import { startAnthropicMock, ANTHROPIC_KEY, promptTokens } from './mocks/anthropic.js';
 import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, until, CLIENT_KEY } from './helpers/gateway.js';
-import { countBodyFromChat } from '../plugins/openai/count.js';
+import { countBodyFromChat } from '../plugins/providers/openai/count.js';
 import { countChatTokens, estimateTokens } from '../src/tokens.js';
 
 type Any = any;

@@ -154,7 +154,7 @@ const { dir: recordings, skip: noFixture } = sharedFixtures('openai-compatible',
 const recorded = path.join(recordings, RECORDING);
 t.test('conformance: the recorded compatible stream replays through the mapper', { skip: noFixture }, async (t) => {
   const file = recorded;
-  const { openAIChunks } = await import('../plugins/openai/stream.js');
+  const { openAIChunks } = await import('../plugins/providers/openai/stream.js');
   const { parseSSE } = await import('../src/sse.js');
   const chunks: any[] = [];
   for await (const c of openAIChunks(parseSSE((async function* () { yield fs.readFileSync(file); })()))) chunks.push(c);

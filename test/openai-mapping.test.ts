@@ -3,8 +3,9 @@
 // chat-openai.test.ts and openai-compatible.test.ts.
 import t from 'tap';
 import type { ChatChunk, ChatCompletion, ChatRequest, NormalizationEntry } from '../src/types.js';
-import { toOpenAIChat } from '../plugins/openai/request.js';
-import { OpenAIChunkMapper, fixCompletion } from '../plugins/openai/stream.js';
+import { toOpenAIChat } from '../plugins/providers/openai/request.js';
+import { OpenAIChunkMapper } from '../plugins/providers/openai/stream.js';
+import { fixCompletion } from '../plugins/providers/openai/response.js';
 
 const patch = (req: Record<string, unknown>) => {
   const notes: NormalizationEntry[] = [];

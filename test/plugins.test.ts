@@ -11,7 +11,7 @@ import { startOpenAIMock } from './mocks/openai.js';
 import { startGateway, openAIConfig, CLIENT_KEY, until } from './helpers/gateway.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const examplePath = path.resolve(here, '../plugins/example/max-tokens-cap.js');
+const examplePath = path.resolve(here, '../plugins/pipeline/example/max-tokens-cap.js');
 const mock = await startOpenAIMock();
 t.teardown(() => mock.close());
 

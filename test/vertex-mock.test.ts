@@ -5,14 +5,14 @@
 // mock's token endpoint (the JWT bearer grant, signature checked against the
 // key's public half), and @anthropic-ai/vertex-sdk on rawPredict /
 // streamRawPredict. Then the token endpoint's refusals, and the gateway's own
-// token code (plugins/vertex/token.ts) against it: signing, caching, one
+// token code (plugins/providers/vertex/token.ts) against it: signing, caching, one
 // refresh for many waiters, refresh before expiry, timeout, refusal mapping.
 import t from 'tap';
 import { GoogleGenAI } from '@google/genai';
 import { AnthropicVertex } from '@anthropic-ai/vertex-sdk';
 import { JWT, gaxios } from 'google-auth-library';
 import { startVertexMock, GOOGLE_TOKEN_URL, CLOUD_PLATFORM_SCOPE, JWT_BEARER, type ServiceAccountKey } from './mocks/vertex.js';
-import { TokenSource, parseServiceAccount, readServiceAccount, signAssertion, CredentialsError, type TokenPost } from '../plugins/vertex/token.js';
+import { TokenSource, parseServiceAccount, readServiceAccount, signAssertion, CredentialsError, type TokenPost } from '../plugins/providers/vertex/token.js';
 import { UpstreamError } from '../src/provider.js';
 import { TransportError } from '../src/upstream.js';
 

@@ -15,8 +15,8 @@ import { startGateway, CLIENT_KEY, until, type TestGateway } from './helpers/gat
 import { loadConfigText, ConfigError } from '../src/config/load.js';
 import { familiesOf } from '../src/cli.js';
 import { builtins } from '../plugins/index.js';
-import { apiRoot, claudeUrl, locationBaseUrl, toRawPredict } from '../plugins/vertex/request.js';
-import { claudeOnVertexError } from '../plugins/vertex/errors.js';
+import { apiRoot, claudeUrl, locationBaseUrl, toRawPredict } from '../plugins/providers/vertex/request.js';
+import { claudeOnVertexError } from '../plugins/providers/vertex/errors.js';
 
 const vx = await startVertexMock({ minCacheTokens: 200 });
 const oai = await startOpenAIMock();

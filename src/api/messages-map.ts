@@ -182,7 +182,7 @@ function topKField(o: TranslateOptions): string | undefined {
   return undefined;
 }
 
-/** thinking.budget_tokens -> reasoning_effort (the budgets the anthropic family maps back: plugins/anthropic/request.ts). */
+/** thinking.budget_tokens -> reasoning_effort (the budgets the anthropic family maps back: plugins/providers/anthropic/request.ts). */
 export function effortFor(budget: number): 'low' | 'medium' | 'high' {
   if (budget < 4096) return 'low';
   if (budget < 16384) return 'medium';

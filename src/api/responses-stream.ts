@@ -56,7 +56,7 @@ export interface StreamInit {
  * reasoning text (or, without any, at the end), and its `output_item.done`
  * waits for the end of the stream because providers send the signed blocks
  * late: Gemini puts the thought signature on the chunk that carries
- * finishReason, after the text (plugins/google/stream.ts). Its summary part is
+ * finishReason, after the text (plugins/providers/google/stream.ts). Its summary part is
  * closed as soon as the answer starts, so clients see thinking end there.
  */
 class ChatStreamTranslator {
