@@ -63,31 +63,27 @@ export function traceparentOf(trace: TraceContext, attemptSpan: string): string 
   return `00-${trace.trace_id}-${attemptSpan}-${trace.sampled ? '01' : '00'}`;
 }
 
-type Attr = { key: string; value: { stringValue: string } | { intValue: string } | { doubleValue: number } | { boolValue: boolean } };
+// Spans are written as OTLP/JSON text, one string per request, from pieces
+// made once per route (the attributes and names that depend only on the
+// endpoint, models, provider and deployment) and the request's own values:
+// an object per span and per attribute, then JSON.stringify of the batch,
+// cost several times more (docs/observability.md, "Traces").
 
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  startTimeUnixNano: string;
-  endTimeUnixNano: string;
-  attributes: Attr[];
-  status: { code: number; message?: string };
-}
+/** A JSON string literal (names and ids a client or an operator chose may need escaping). */
+const str = JSON.stringify as (s: string) => string;
 
-function attrs(o: Record<string, string | number | boolean | undefined | null>): Attr[] {
-  const out: Attr[] = [];
-  for (const key in o) {
-    const v = o[key];
-    if (v === undefined || v === null || v === '') continue;
-    if (typeof v === 'string') out.push({ key, value: { stringValue: v } });
-    else if (typeof v === 'boolean') out.push({ key, value: { boolValue: v } });
-    else if (Number.isInteger(v)) out.push({ key, value: { intValue: String(v) } });
-    else out.push({ key, value: { doubleValue: v } });
-  }
-  return out;
+/**
+ * One OTLP attribute, with its leading comma; nothing for a value left out
+ * (undefined, null, ''): strings as stringValue, booleans as boolValue,
+ * integers as intValue (a decimal string, as OTLP/JSON writes 64-bit
+ * integers), other numbers as doubleValue.
+ */
+function attr(key: string, v: string | number | boolean | undefined | null): string {
+  if (v === undefined || v === null || v === '') return '';
+  if (typeof v === 'string') return `,{"key":"${key}","value":{"stringValue":${str(v)}}}`;
+  if (typeof v === 'boolean') return `,{"key":"${key}","value":{"boolValue":${v}}}`;
+  if (Number.isInteger(v)) return `,{"key":"${key}","value":{"intValue":"${v}"}}`;
+  return `,{"key":"${key}","value":{"doubleValue":${JSON.stringify(v)}}}`;
 }
 
 /** Milliseconds since the epoch (fractional) as OTLP's nanosecond string; microseconds stay exact below 2^53. */
@@ -101,78 +97,117 @@ const PROVIDER_NAME: Record<string, string> = { openai: 'openai', azure: 'azure.
 const SPAN_KIND = { server: 2, client: 3 } as const;
 const STATUS = { unset: 0, error: 2 } as const;
 
-/** A finished request's spans: the request, then each upstream attempt. */
-export function spansOf(r: RequestRecord, config: GatewayConfig): OtlpSpan[] {
+/** A span's status: unset, or error with its message (left out when there is none). */
+const status = (error: string | undefined, failed: boolean) => (failed ? (error === undefined ? `{"code":${STATUS.error}}` : `{"code":${STATUS.error},"message":${str(error)}}`) : `{"code":${STATUS.unset}}`);
+
+/** Pieces made once per tuple of names (config names: bounded), in nested maps; undefined is a key like any other. */
+class Pieces<V> {
+  private root = new Map<string | undefined, unknown>();
+  private size = 0;
+  constructor(private readonly max = 10_000) {}
+  get(parts: readonly (string | undefined)[], make: () => V): V {
+    let m = this.root;
+    const last = parts.length - 1;
+    for (let i = 0; i < last; i++) {
+      let next = m.get(parts[i]) as Map<string | undefined, unknown> | undefined;
+      if (!next) m.set(parts[i], (next = new Map()));
+      m = next;
+    }
+    let v = m.get(parts[last]) as V | undefined;
+    if (v === undefined) {
+      v = make();
+      // A bound, although config names are few: past it, start again.
+      if (++this.size > this.max) {
+        this.root = new Map();
+        this.size = 0;
+      } else m.set(parts[last], v);
+    }
+    return v;
+  }
+}
+
+const providerName = (family: string | undefined) => (family ? (PROVIDER_NAME[family] ?? family) : undefined);
+
+/** A request span's route pieces: its name, the attributes before its usage, and those between its request id and attempts. */
+const serverPieces = new Pieces<{ name: string; head: string; route: string }>();
+/** An attempt span's: its name and its attributes but the error type. */
+const attemptPieces = new Pieces<{ name: string; attrs: string }>();
+
+/**
+ * A finished request's spans as OTLP/JSON span objects joined by commas (the
+ * request, then each upstream attempt), and how many there are; undefined
+ * for a request without a trace.
+ */
+export function spansJson(r: RequestRecord, config: GatewayConfig): { json: string; count: number } | undefined {
   const t = r.trace;
-  if (!t) return [];
+  if (!t) return undefined;
   const family = (name?: string) => (name ? config.providers.get(name)?.family : undefined);
   const op = OPERATION[r.endpoint] ?? r.endpoint;
   const fam = family(r.provider);
+  const p = serverPieces.get([r.endpoint, fam, r.requested_model, r.model, r.provider, r.deployment], () => ({
+    name: str(r.requested_model ? `${op} ${r.requested_model}` : op),
+    // The operation name is never empty: the list starts with it, without a comma.
+    head: (attr('gen_ai.operation.name', op) + attr('gen_ai.provider.name', providerName(fam)) + attr('gen_ai.request.model', r.requested_model) + attr('gen_ai.response.model', r.model)).slice(1),
+    route: attr('gateway.endpoint', r.endpoint) + attr('gateway.provider', r.provider) + attr('gateway.deployment', r.deployment),
+  }));
   const failed = r.status >= 400 || (!!r.error_type && r.error_type !== 'client_closed');
-  const spans: OtlpSpan[] = [
-    {
-      traceId: t.trace_id,
-      spanId: t.span_id,
-      parentSpanId: t.parent_span_id,
-      name: r.requested_model ? `${op} ${r.requested_model}` : op,
-      kind: SPAN_KIND.server,
-      startTimeUnixNano: nanos(r.time),
-      endTimeUnixNano: nanos(r.time + r.latency_ms),
-      attributes: attrs({
-        'gen_ai.operation.name': op,
-        'gen_ai.provider.name': fam ? (PROVIDER_NAME[fam] ?? fam) : undefined,
-        'gen_ai.request.model': r.requested_model,
-        'gen_ai.response.model': r.model,
-        'gen_ai.usage.input_tokens': r.usage?.input_tokens,
-        'gen_ai.usage.output_tokens': r.usage?.output_tokens,
-        'gen_ai.usage.cache_read.input_tokens': r.usage?.cached_input_tokens || undefined,
-        'gen_ai.usage.cache_creation.input_tokens': r.usage?.cache_write_tokens || undefined,
-        'gateway.request_id': r.request_id,
-        'gateway.endpoint': r.endpoint,
-        'gateway.provider': r.provider,
-        'gateway.deployment': r.deployment,
-        'gateway.attempts': r.attempts,
-        'gateway.cost_usd': r.cost_usd ?? undefined,
-        'gateway.usage_partial': r.usage_source === 'partial' ? true : undefined,
-        'gateway.stream': r.stream,
-        'gateway.ttfb_ms': r.ttfb_ms,
-        'http.response.status_code': r.status,
-        'error.type': failed ? (r.status >= 400 ? String(r.status) : r.error_type) : undefined,
-      }),
-      status: failed ? { code: STATUS.error, message: r.error_type } : { code: STATUS.unset },
-    },
-  ];
+  const u = r.usage;
+  const attributes =
+    p.head +
+    attr('gen_ai.usage.input_tokens', u?.input_tokens) +
+    attr('gen_ai.usage.output_tokens', u?.output_tokens) +
+    attr('gen_ai.usage.cache_read.input_tokens', u?.cached_input_tokens || undefined) +
+    attr('gen_ai.usage.cache_creation.input_tokens', u?.cache_write_tokens || undefined) +
+    attr('gateway.request_id', r.request_id) +
+    p.route +
+    attr('gateway.attempts', r.attempts) +
+    attr('gateway.cost_usd', r.cost_usd ?? undefined) +
+    attr('gateway.usage_partial', r.usage_source === 'partial' ? true : undefined) +
+    attr('gateway.stream', r.stream) +
+    attr('gateway.ttfb_ms', r.ttfb_ms) +
+    attr('http.response.status_code', r.status) +
+    attr('error.type', failed ? (r.status >= 400 ? String(r.status) : r.error_type) : undefined);
+  let json =
+    `{"traceId":"${t.trace_id}","spanId":"${t.span_id}"${t.parent_span_id === undefined ? '' : `,"parentSpanId":"${t.parent_span_id}"`},"name":${p.name},"kind":${SPAN_KIND.server},` +
+    `"startTimeUnixNano":"${nanos(r.time)}","endTimeUnixNano":"${nanos(r.time + r.latency_ms)}","attributes":[${attributes}],"status":${status(r.error_type, failed)}}`;
+  let count = 1;
   for (const a of r.attempt_spans ?? []) {
     const f = family(a.provider);
-    spans.push({
-      traceId: t.trace_id,
-      spanId: a.span_id,
-      parentSpanId: t.span_id,
-      name: `${op} ${a.deployment}`,
-      kind: SPAN_KIND.client,
-      startTimeUnixNano: nanos(a.start),
-      endTimeUnixNano: nanos(a.start + a.duration_ms),
-      attributes: attrs({
-        'gen_ai.operation.name': op,
-        'gen_ai.provider.name': f ? (PROVIDER_NAME[f] ?? f) : undefined,
-        'gen_ai.request.model': a.deployment,
-        'gateway.model': a.model,
-        'gateway.provider': a.provider,
-        'error.type': a.error_type,
-      }),
-      status: a.error_type ? { code: STATUS.error, message: a.error_type } : { code: STATUS.unset },
-    });
+    const ap = attemptPieces.get([r.endpoint, f, a.deployment, a.model, a.provider], () => ({
+      name: str(`${op} ${a.deployment}`),
+      attrs: (attr('gen_ai.operation.name', op) + attr('gen_ai.provider.name', providerName(f)) + attr('gen_ai.request.model', a.deployment) + attr('gateway.model', a.model) + attr('gateway.provider', a.provider)).slice(1),
+    }));
+    json +=
+      `,{"traceId":"${t.trace_id}","spanId":"${a.span_id}","parentSpanId":"${t.span_id}","name":${ap.name},"kind":${SPAN_KIND.client},` +
+      `"startTimeUnixNano":"${nanos(a.start)}","endTimeUnixNano":"${nanos(a.start + a.duration_ms)}","attributes":[${ap.attrs}${attr('error.type', a.error_type)}],"status":${status(a.error_type, !!a.error_type)}}`;
+    count++;
   }
-  return spans;
+  return { json, count };
 }
 
+/** The export request's body around a batch's spans (spansJson output joined by commas). */
+const BODY_HEAD =
+  '{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"model-gateway"}}]},"scopeSpans":[{"scope":{"name":"model-gateway"},"spans":[';
+const BODY_TAIL = ']}]}]}';
+/** A batch's first buffer (bytes); grown when its spans need more. */
+const BATCH_BYTES = 512 * 1024;
+
 /**
- * The exporter: spans join a bounded queue when a request's response closes
- * and are POSTed to the collector in batches, one export at a time, each
- * bounded by a timeout; what does not fit or fails is dropped and counted.
+ * The exporter: spans are written into the body of the next export as each
+ * request's response closes (UTF-8 bytes: the request's strings become
+ * garbage at once instead of waiting, a batch long, in a queue), and POSTed
+ * to the collector in batches, one export at a time, each bounded by a
+ * timeout; what does not fit or fails is dropped and counted.
  */
 export class TraceExporter {
-  private queue: OtlpSpan[] = [];
+  /** The batch being filled: its body so far (from BODY_HEAD), the bytes used, its spans. */
+  private batch: Buffer | undefined;
+  private used = 0;
+  private batchSpans = 0;
+  /** Batches waiting for their export. */
+  private ready: { body: Buffer; spans: number }[] = [];
+  /** Spans waiting (ready batches and the one being filled). */
+  private queued = 0;
   private timer: NodeJS.Timeout | undefined;
   private sending: Promise<void> | undefined;
   readonly stats = { exported: 0, dropped: 0 };
@@ -191,17 +226,49 @@ export class TraceExporter {
   /** A finished request's record (a RecordSink): its spans, unless the client's trace is not sampled. */
   record(r: RequestRecord): void {
     if (!r.trace?.sampled) return;
-    const spans = spansOf(r, this.config());
-    if (this.queue.length + spans.length > this.opts.queueSize) {
-      this.drop(spans.length, 'the span queue is full');
+    const spans = spansJson(r, this.config());
+    if (!spans) return;
+    if (this.queued + spans.count > this.opts.queueSize) {
+      this.drop(spans.count, 'the span queue is full');
       return;
     }
-    for (const s of spans) this.queue.push(s);
-    if (this.queue.length >= this.opts.batchSize) this.kick();
+    // A request's spans travel together, in batches of at most batchSize spans (unless one request has more).
+    if (this.batchSpans && this.batchSpans + spans.count > this.opts.batchSize) this.seal();
+    this.append(spans.json, spans.count);
+    if (this.batchSpans >= this.opts.batchSize) this.seal();
+    if (this.ready.length) this.kick();
     else if (!this.timer) {
       this.timer = setTimeout(() => this.kick(), this.opts.flushMs);
       this.timer.unref();
     }
+  }
+
+  /** Write a request's spans into the batch being filled. */
+  private append(json: string, count: number): void {
+    // At most 3 UTF-8 bytes per UTF-16 unit, a comma, and the tail that seals the batch.
+    const room = json.length * 3 + 1 + BODY_TAIL.length;
+    if (!this.batch) {
+      this.batch = Buffer.allocUnsafe(Math.max(BATCH_BYTES, BODY_HEAD.length + room));
+      this.used = this.batch.write(BODY_HEAD, 0, 'latin1');
+    } else if (this.used + room > this.batch.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.batch.length * 2, this.used + room));
+      this.batch.copy(grown, 0, 0, this.used);
+      this.batch = grown;
+    }
+    if (this.batchSpans) this.batch[this.used++] = 0x2c; // ,
+    this.used += this.batch.write(json, this.used, 'utf8');
+    this.batchSpans += count;
+    this.queued += count;
+  }
+
+  /** The batch being filled is complete: it waits for its export. */
+  private seal(): void {
+    if (!this.batch) return;
+    this.used += this.batch.write(BODY_TAIL, this.used, 'latin1');
+    this.ready.push({ body: this.batch.subarray(0, this.used), spans: this.batchSpans });
+    this.batch = undefined;
+    this.used = 0;
+    this.batchSpans = 0;
   }
 
   private drop(n: number, why: string): void {
@@ -216,23 +283,18 @@ export class TraceExporter {
   private kick(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.sending || !this.queue.length) return;
-    const batch = this.queue.splice(0, this.opts.batchSize);
-    this.sending = this.send(batch).finally(() => {
+    if (this.sending) return;
+    if (!this.ready.length) this.seal();
+    const next = this.ready.shift();
+    if (!next) return;
+    this.queued -= next.spans;
+    this.sending = this.send(next.body, next.spans).finally(() => {
       this.sending = undefined;
-      if (this.queue.length) this.kick();
+      if (this.queued) this.kick();
     });
   }
 
-  private async send(spans: OtlpSpan[]): Promise<void> {
-    const body = JSON.stringify({
-      resourceSpans: [
-        {
-          resource: { attributes: attrs({ 'service.name': 'model-gateway' }) },
-          scopeSpans: [{ scope: { name: 'model-gateway' }, spans }],
-        },
-      ],
-    });
+  private async send(body: Buffer, spans: number): Promise<void> {
     try {
       const res = await request(this.url, {
         method: 'POST',
@@ -243,15 +305,15 @@ export class TraceExporter {
       });
       await res.body.dump();
       if (res.statusCode >= 300) throw new Error(`the collector answered ${res.statusCode}`);
-      this.stats.exported += spans.length;
+      this.stats.exported += spans;
     } catch (err) {
-      this.drop(spans.length, `the export failed (${(err as Error).message})`);
+      this.drop(spans, `the export failed (${(err as Error).message})`);
     }
   }
 
   /** Export what is queued (tests, shutdown). */
   async flush(): Promise<void> {
-    while (this.sending || this.queue.length) {
+    while (this.sending || this.queued) {
       if (!this.sending) this.kick();
       await this.sending;
     }

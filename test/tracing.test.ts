@@ -9,7 +9,10 @@ import { startMock } from './mocks/server.js';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
 import { startGateway, CLIENT_KEY, until, type TestGateway } from './helpers/gateway.js';
-import { parseTraceparent } from '../src/tracing.js';
+import type { Logger } from 'pino';
+import { parseTraceparent, traceContext, TraceExporter } from '../src/tracing.js';
+import { newRecord, type RequestRecord } from '../src/usage.js';
+import type { GatewayConfig } from '../src/config/load.js';
 
 const collector = await startMock((req) => {
   if (req.method !== 'POST' || req.path !== '/v1/traces' || !/application\/json/.test(String(req.headers['content-type']))) return { status: 404, json: {} };
@@ -162,4 +165,49 @@ t.test('a collector that fails drops spans, counted, and every request is answer
   await exported(gw, 3);
   t.equal(gw.gw.traces!.stats.dropped, 6, 'three requests, two spans each, dropped');
   t.equal(gw.gw.traces!.stats.exported, 0);
+});
+
+t.test('the exporter: batches of whole requests up to batchSize spans, all delivered; a full queue drops, counted', async (t) => {
+  const sink = await startMock(() => ({ status: 200, json: {} }));
+  t.teardown(() => sink.close());
+  const cfg = { providers: new Map([['openai', { family: 'openai' }]]) } as unknown as GatewayConfig;
+  const warnings: string[] = [];
+  const logger = { warn: (_o: unknown, m: string) => warnings.push(m) } as unknown as Logger;
+  const record = (i: number, attempts: number): RequestRecord => ({
+    ...newRecord(`req-${i}`, 'chat_completions'),
+    requested_model: 'openai/gpt-4.1-mini',
+    model: 'openai/gpt-4.1-mini',
+    provider: 'openai',
+    deployment: 'gpt-4.1-mini',
+    attempts,
+    status: 200,
+    trace: traceContext(undefined),
+    attempt_spans: Array.from({ length: attempts }, (_, k) => ({ span_id: hex(8), provider: 'openai', model: 'openai/gpt-4.1-mini', deployment: 'gpt-4.1-mini', start: Date.now(), duration_ms: k })),
+  });
+  const ex = new TraceExporter(sink.url, () => cfg, logger, { queueSize: 1000, batchSize: 10, flushMs: 50, timeoutMs: 2000 });
+  // 40 requests of 2 or 3 spans: 100 spans.
+  for (let i = 0; i < 40; i++) ex.record(record(i, 1 + (i % 2)));
+  await ex.flush();
+  const bodies = sink.requests.map((r) => r.body.resourceSpans[0].scopeSpans[0].spans as { spanId: string; parentSpanId?: string; attributes: { key: string; value: { stringValue?: string } }[] }[]);
+  t.ok(bodies.every((b) => b.length > 0 && b.length <= 10), 'no batch over batchSize spans');
+  const all = bodies.flat();
+  t.equal(all.length, 100, 'every span delivered');
+  t.equal(ex.stats.exported, 100);
+  const ids = all.flatMap((s) => s.attributes.filter((a) => a.key === 'gateway.request_id').map((a) => a.value.stringValue));
+  t.same(ids, Array.from({ length: 40 }, (_, i) => `req-${i}`), 'request spans in order, once each');
+  for (const b of bodies) {
+    const servers = new Set(b.filter((s) => s.parentSpanId === undefined).map((s) => s.spanId));
+    t.ok(b.every((s) => s.parentSpanId === undefined || servers.has(s.parentSpanId)), "a request's attempt spans travel in its batch");
+  }
+
+  // A collector that never answers: the first export hangs, the queue fills, what does not fit is dropped.
+  const hung = await startMock(() => new Promise(() => {}));
+  t.teardown(() => hung.close());
+  const slow = new TraceExporter(hung.url, () => cfg, logger, { queueSize: 20, batchSize: 10, flushMs: 10_000, timeoutMs: 500 });
+  for (let i = 0; i < 20; i++) slow.record(record(i, 1));
+  t.equal(slow.stats.dropped, 10, 'beyond queueSize (20 spans waiting, 10 in the export under way): 5 requests dropped');
+  t.match(warnings.join('\n'), /trace spans dropped: the span queue is full/);
+  await slow.flush();
+  t.equal(slow.stats.dropped, 40, 'the exports that timed out drop their spans too');
+  t.equal(slow.stats.exported, 0);
 });
