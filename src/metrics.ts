@@ -14,6 +14,7 @@ import type { Endpoint } from './config/schema.js';
 import type { Health } from './dispatch.js';
 import { regionOf, UPSTREAM_ERROR_TYPES } from './dispatch.js';
 import type { RequestRecord } from './usage.js';
+import { CellCounter, CellHistogram } from './metric-cells.js';
 import type { UsageRecorder } from './store/usage.js';
 import { reloadCounts } from './reload.js';
 
@@ -59,89 +60,72 @@ export interface GatewayMetrics {
 
 const statusClass = (s: number) => (s >= 100 && s < 600 ? `${Math.floor(s / 100)}xx` : 'other');
 
-/** Label tuples whose child a metric keeps made; past this many, children are looked up each time. */
-const MAX_CACHED_CHILDREN = 10_000;
-
-/**
- * A metric's child for a tuple of label values (in `labelNames` order), made
- * once and kept: prom-client otherwise validates and hashes a label object on
- * every observation, nine of them a request. The labels are bounded (no user,
- * session or request ids), so the cache is too; MAX_CACHED_CHILDREN caps it
- * anyway. Only for metrics nothing resets.
- */
-function children<C>(metric: { labels(labels: Record<string, string>): C }, names: readonly string[]): (...values: string[]) => C {
-  const cache = new Map<string, C>();
-  return (...values) => {
-    const key = values.join('\u0001');
-    let c = cache.get(key);
-    if (c === undefined) {
-      const labels: Record<string, string> = {};
-      for (let i = 0; i < names.length; i++) labels[names[i]] = values[i];
-      c = metric.labels(labels);
-      if (cache.size < MAX_CACHED_CHILDREN) cache.set(key, c);
-    }
-    return c;
-  };
-}
-
 export function createMetrics(src: MetricsSources): GatewayMetrics {
   const registry = new Registry();
   const registers = [registry];
   client.collectDefaultMetrics({ register: registry });
 
   const genAi = ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model'] as const;
-  const tokenUsage = new client.Histogram({
-    name: 'gen_ai_client_token_usage',
-    help: 'Tokens used per request, by type (input, output): GenAI semantic conventions, gen_ai.client.token.usage.',
-    labelNames: [...genAi, 'gen_ai_token_type'],
-    buckets: TOKEN_BUCKETS,
-    registers,
-  });
-  const duration = new client.Histogram({
-    name: 'gen_ai_client_operation_duration_seconds',
-    help: 'Duration of requests that reached a model, to the end of the response (gen_ai.client.operation.duration); error_type set on failures.',
-    labelNames: [...genAi, 'error_type'],
-    buckets: DURATION_BUCKETS,
-    registers,
-  });
-  const ttft = new client.Histogram({
-    name: 'gen_ai_server_time_to_first_token_seconds',
-    help: 'Time to the first streamed event of a successful stream (gen_ai.server.time_to_first_token, as the gateway sees it).',
-    labelNames: [...genAi],
-    buckets: TTFT_BUCKETS,
-    registers,
-  });
-  const requests = new client.Counter({
+  const tokenUsage = new CellHistogram(
+    {
+      name: 'gen_ai_client_token_usage',
+      help: 'Tokens used per request, by type (input, output): GenAI semantic conventions, gen_ai.client.token.usage.',
+      labelNames: [...genAi, 'gen_ai_token_type'],
+      registers,
+    },
+    TOKEN_BUCKETS,
+  );
+  const duration = new CellHistogram(
+    {
+      name: 'gen_ai_client_operation_duration_seconds',
+      help: 'Duration of requests that reached a model, to the end of the response (gen_ai.client.operation.duration); error_type set on failures.',
+      labelNames: [...genAi, 'error_type'],
+      registers,
+    },
+    DURATION_BUCKETS,
+  );
+  const ttft = new CellHistogram(
+    {
+      name: 'gen_ai_server_time_to_first_token_seconds',
+      help: 'Time to the first streamed event of a successful stream (gen_ai.server.time_to_first_token, as the gateway sees it).',
+      labelNames: [...genAi],
+      registers,
+    },
+    TTFT_BUCKETS,
+  );
+  const requests = new CellCounter({
     name: 'gateway_requests_total',
     help: 'Requests to the model endpoints, by endpoint, model (the catalog model that served or was tried last; empty before one was chosen), provider and status class.',
     labelNames: ['endpoint', 'model', 'provider', 'status_class'],
     registers,
   });
-  const tokens = new client.Counter({
+  const tokens = new CellCounter({
     name: 'gateway_tokens_total',
     help: 'Tokens by kind (input and output count all; the other kinds are parts of them).',
     labelNames: ['model', 'provider', 'type'],
     registers,
   });
-  const images = new client.Counter({ name: 'gateway_images_total', help: 'Images generated.', labelNames: ['model', 'provider'], registers });
-  const searches = new client.Counter({ name: 'gateway_web_searches_total', help: 'Web searches providers ran for requests (server-side tool use).', labelNames: ['model', 'provider'], registers });
-  const cost = new client.Counter({ name: 'gateway_cost_usd_total', help: 'Cost in USD of the requests whose cost is known (catalog pricing).', labelNames: ['model', 'provider'], registers });
-  const unpriced = new client.Counter({ name: 'gateway_unpriced_requests_total', help: 'Requests with usage but no cost (a kind used without a catalog price).', labelNames: ['model', 'provider'], registers });
-  const partial = new client.Counter({ name: 'gateway_partial_usage_total', help: 'Streams cut or abandoned before their final usage: their usage is what was seen so far.', labelNames: ['model', 'provider'], registers });
-  const fallbacks = new client.Counter({ name: 'gateway_fallbacks_total', help: 'Times a request moved on to another target after one failed.', labelNames: ['endpoint', 'model'], registers });
-  const upstreamErrors = new client.Counter({
+  const images = new CellCounter({ name: 'gateway_images_total', help: 'Images generated.', labelNames: ['model', 'provider'], registers });
+  const searches = new CellCounter({ name: 'gateway_web_searches_total', help: 'Web searches providers ran for requests (server-side tool use).', labelNames: ['model', 'provider'], registers });
+  const cost = new CellCounter({ name: 'gateway_cost_usd_total', help: 'Cost in USD of the requests whose cost is known (catalog pricing).', labelNames: ['model', 'provider'], registers });
+  const unpriced = new CellCounter({ name: 'gateway_unpriced_requests_total', help: 'Requests with usage but no cost (a kind used without a catalog price).', labelNames: ['model', 'provider'], registers });
+  const partial = new CellCounter({ name: 'gateway_partial_usage_total', help: 'Streams cut or abandoned before their final usage: their usage is what was seen so far.', labelNames: ['model', 'provider'], registers });
+  const fallbacks = new CellCounter({ name: 'gateway_fallbacks_total', help: 'Times a request moved on to another target after one failed.', labelNames: ['endpoint', 'model'], registers });
+  const upstreamErrors = new CellCounter({
     name: 'gateway_upstream_errors_total',
     help: `Failed upstream calls, by provider and error type (${UPSTREAM_ERROR_TYPES.join(', ')}).`,
     labelNames: ['provider', 'error_type'],
     registers,
   });
-  const overhead = new client.Histogram({
-    name: 'gateway_overhead_seconds',
-    help: 'Time to first byte spent in the gateway itself (not waiting on upstream calls), for requests a model answered.',
-    labelNames: ['endpoint'],
-    buckets: OVERHEAD_BUCKETS,
-    registers,
-  });
+  const overhead = new CellHistogram(
+    {
+      name: 'gateway_overhead_seconds',
+      help: 'Time to first byte spent in the gateway itself (not waiting on upstream calls), for requests a model answered.',
+      labelNames: ['endpoint'],
+      registers,
+    },
+    OVERHEAD_BUCKETS,
+  );
   new client.Gauge({
     name: 'gateway_inflight_requests',
     help: 'Requests whose response has not closed yet.',
@@ -223,37 +207,27 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
 
   const familyOf = (provider: string | undefined) => (provider ? src.config().providers.get(provider)?.family : undefined);
 
-  // Each metric record() observes, with its label names in order (see children()).
-  const requestsOf = children(requests, ['endpoint', 'model', 'provider', 'status_class']);
-  const upstreamErrorsOf = children(upstreamErrors, ['provider', 'error_type']);
-  const fallbacksOf = children(fallbacks, ['endpoint', 'model']);
-  const durationOf = children(duration, [...genAi, 'error_type']);
-  const ttftOf = children(ttft, genAi);
-  const overheadOf = children(overhead, ['endpoint']);
-  const tokenUsageOf = children(tokenUsage, [...genAi, 'gen_ai_token_type']);
-  const tokensOf = children(tokens, ['model', 'provider', 'type']);
-  const [imagesOf, searchesOf, costOf, unpricedOf, partialOf] = [images, searches, cost, unpriced, partial].map((m) => children(m, ['model', 'provider']));
-
+  // Label values in each metric's labelNames order.
   function record(r: RequestRecord): void {
     const model = r.model ?? '';
     const provider = r.provider ?? '';
-    requestsOf(r.endpoint, model, provider, statusClass(r.status)).inc();
-    for (const e of r.upstream_errors ?? []) upstreamErrorsOf(e.provider, e.type).inc();
-    if (r.fallbacks) fallbacksOf(r.endpoint, r.requested_model ?? model).inc(r.fallbacks);
+    requests.inc([r.endpoint, model, provider, statusClass(r.status)]);
+    for (const e of r.upstream_errors ?? []) upstreamErrors.inc([e.provider, e.type]);
+    if (r.fallbacks) fallbacks.inc([r.endpoint, r.requested_model ?? model], r.fallbacks);
     if (!r.attempts) return;
     const family = familyOf(r.provider) ?? '';
     const op = OPERATION[r.endpoint] ?? r.endpoint;
     const providerName = PROVIDER_NAME[family] ?? family;
     // error.type kept low-cardinality: the HTTP status of a failure, `stream_error` for a stream that broke.
     const errorType = r.status >= 400 ? String(r.status) : r.error_type && r.error_type !== 'client_closed' ? 'stream_error' : '';
-    durationOf(op, providerName, model, errorType).observe(r.latency_ms / 1000);
+    duration.observe([op, providerName, model, errorType], r.latency_ms / 1000);
     const ok = r.status < 400;
-    if (ok && r.stream && r.ttfb_ms !== undefined) ttftOf(op, providerName, model).observe(r.ttfb_ms / 1000);
-    if (ok && r.ttfb_ms !== undefined) overheadOf(r.endpoint).observe(Math.max(0, r.ttfb_ms - r.upstream_ms) / 1000);
+    if (ok && r.stream && r.ttfb_ms !== undefined) ttft.observe([op, providerName, model], r.ttfb_ms / 1000);
+    if (ok && r.ttfb_ms !== undefined) overhead.observe([r.endpoint], Math.max(0, r.ttfb_ms - r.upstream_ms) / 1000);
     const u = r.usage;
     if (!u) return;
-    tokenUsageOf(op, providerName, model, 'input').observe(u.input_tokens);
-    tokenUsageOf(op, providerName, model, 'output').observe(u.output_tokens);
+    tokenUsage.observe([op, providerName, model, 'input'], u.input_tokens);
+    tokenUsage.observe([op, providerName, model, 'output'], u.output_tokens);
     const kinds: Record<(typeof TOKEN_KINDS)[number], number> = {
       input: u.input_tokens,
       cached_input: u.cached_input_tokens,
@@ -263,12 +237,12 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       reasoning: u.reasoning_tokens,
       output_image: u.output_image_tokens,
     };
-    for (const k of TOKEN_KINDS) if (kinds[k]) tokensOf(model, provider, k).inc(kinds[k]);
-    if (u.images) imagesOf(model, provider).inc(u.images);
-    if (u.web_searches) searchesOf(model, provider).inc(u.web_searches);
-    if (r.cost_usd !== null) costOf(model, provider).inc(r.cost_usd);
-    else unpricedOf(model, provider).inc();
-    if (r.usage_source === 'partial') partialOf(model, provider).inc();
+    for (const k of TOKEN_KINDS) if (kinds[k]) tokens.inc([model, provider, k], kinds[k]);
+    if (u.images) images.inc([model, provider], u.images);
+    if (u.web_searches) searches.inc([model, provider], u.web_searches);
+    if (r.cost_usd !== null) cost.inc([model, provider], r.cost_usd);
+    else unpriced.inc([model, provider]);
+    if (r.usage_source === 'partial') partial.inc([model, provider]);
   }
 
   if (cluster.isWorker) joinCluster(registry);

@@ -11,6 +11,8 @@ import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
 import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
 import { startGatewayProcess } from './helpers/process.js';
+import client, { AggregatorRegistry, Registry } from 'prom-client';
+import { CellCounter, CellHistogram } from '../src/metric-cells.js';
 
 const ADMIN_KEY = 'gw-admin-metrics-0123456789';
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -180,4 +182,32 @@ t.test('with two workers, every scrape shows the requests both served', async (t
     t.equal(value(s, 'gateway_requests_total', { model: 'anthropic/claude-haiku-4-5', status_class: '2xx' }), N, `scrape ${i + 1}: all ${N} requests, whichever worker answers`);
     t.equal(value(s, 'gen_ai_client_token_usage_count', { gen_ai_token_type: 'input' }), N);
   }
+});
+
+t.test("the record path's counters and histograms expose what prom-client's own would", async (t) => {
+  // The same updates on prom-client's Counter and Histogram and on src/metric-cells.ts: the same text, JSON and cluster aggregation.
+  const [theirs, ours] = [new Registry(), new Registry()];
+  const labelNames = ['model', 'kind'];
+  const buckets = [0.001, 0.01, 0.1, 1, 10];
+  const pc = new client.Counter({ name: 'x_total', help: 'h', labelNames, registers: [theirs] });
+  const ph = new client.Histogram({ name: 'x_seconds', help: 'h', labelNames, buckets, registers: [theirs] });
+  const cc = new CellCounter({ name: 'x_total', help: 'h', labelNames, registers: [ours] });
+  const ch = new CellHistogram({ name: 'x_seconds', help: 'h', labelNames, registers: [ours] }, buckets);
+  let seed = 7;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  for (let i = 0; i < 2000; i++) {
+    const values = [['a/b', 'c "quoted"', 'd\\e'][i % 3], ['in', 'out'][(i >> 2) % 2]];
+    const labels = { model: values[0], kind: values[1] };
+    const v = rand() * 20;
+    pc.inc(labels, v);
+    cc.inc(values, v);
+    ph.observe(labels, v / 1000 ** (i % 4));
+    ch.observe(values, v / 1000 ** (i % 4));
+  }
+  t.throws(() => cc.inc(['a', 'b'], -1), /decrease/, 'a counter does not go down');
+  t.throws(() => ch.observe(['a', 'b'], NaN), /not a valid number/);
+  t.equal(await ours.metrics(), await theirs.metrics(), 'the same exposition text');
+  t.same(await ours.getMetricsAsJSON(), await theirs.getMetricsAsJSON(), 'the same JSON (what the cluster primary aggregates)');
+  const agg = async (r: Registry) => AggregatorRegistry.aggregate([await r.getMetricsAsJSON(), await r.getMetricsAsJSON()]).metrics();
+  t.equal(await agg(ours), await agg(theirs), 'the same aggregation over two workers');
 });
