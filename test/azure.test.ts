@@ -14,9 +14,6 @@ import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { openAIImagesRoute } from './mocks/openai-images.js';
 import { startGateway, CLIENT_KEY, until, readThenAbort } from './helpers/gateway.js';
-import { azureUrl, resourceBase } from '../plugins/providers/azure/request.js';
-import { azureError } from '../plugins/providers/azure/errors.js';
-import { AzureChunkMapper } from '../plugins/providers/azure/stream.js';
 
 const azure = await startAzureMock();
 const responsesMock = createResponsesMock();
@@ -78,26 +75,6 @@ t.test('the mock is faithful: AzureOpenAI (dated API) and the OpenAI client (v1 
   t.equal(e5.status, 401, 'a bearer key is accepted on the v1 API only');
   const e6: any = await v1.chat.completions.create({ model: 'gpt-5-mini', messages: user('x'), temperature: 0.2 }).catch((e) => e);
   t.equal(e6.status, 400, 'reasoning models refuse sampling knobs, as on OpenAI');
-});
-
-t.test('URLs: v1 without an API version, deployments with one; the endpoint suffix tolerated', async (t) => {
-  t.equal(azureUrl('https://r.openai.azure.com/', 'chat/completions', 'dep', undefined), 'https://r.openai.azure.com/openai/v1/chat/completions');
-  t.equal(azureUrl('https://r.openai.azure.com/openai/v1', 'responses', 'dep', undefined), 'https://r.openai.azure.com/openai/v1/responses');
-  t.equal(azureUrl('https://r.openai.azure.com', 'images/generations', 'my dep', '2024-10-21'), 'https://r.openai.azure.com/openai/deployments/my%20dep/images/generations?api-version=2024-10-21');
-  t.equal(azureUrl('https://r.openai.azure.com/openai', 'responses', 'dep', '2025-04-01-preview'), 'https://r.openai.azure.com/openai/responses?api-version=2025-04-01-preview');
-  t.equal(resourceBase('https://r.cognitiveservices.azure.com/openai/'), 'https://r.cognitiveservices.azure.com');
-});
-
-t.test('errors: content filter 400 names the categories; others as OpenAI maps them', async (t) => {
-  const body = { error: { code: 'content_filter', message: 'filtered', param: 'prompt', innererror: { code: 'ResponsibleAIPolicyViolation', content_filter_result: { hate: { filtered: true, severity: 'medium' }, sexual: { filtered: false, severity: 'safe' } } } } };
-  t.match(azureError(400, body, JSON.stringify(body), {}).error, { code: 'content_filter', type: 'invalid_request_error', param: 'prompt', message: /content filter blocked the request \(hate: medium\): filtered/ });
-  const img = { error: { code: 'content_policy_violation', message: 'Your request was rejected' } };
-  t.match(azureError(400, img, '', {}).error, { code: 'content_filter', message: /blocked the request: Your request/ });
-  t.match(azureError(429, { error: { code: '429', message: 'Rate limit is exceeded.' } }, '', {}).error, { code: '429', type: 'rate_limit_error' });
-  const m = new AzureChunkMapper();
-  const out: any[] = [];
-  m.end(out);
-  t.same(out, [], 'a stream without [DONE] simply ends');
 });
 
 const config = (extra = '') => `

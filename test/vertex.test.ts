@@ -15,8 +15,6 @@ import { startGateway, CLIENT_KEY, until, type TestGateway } from './helpers/gat
 import { loadConfigText, ConfigError } from '../src/config/load.js';
 import { familiesOf } from '../src/cli.js';
 import { builtins } from '../plugins/index.js';
-import { apiRoot, claudeUrl, locationBaseUrl, toRawPredict } from '../plugins/providers/vertex/request.js';
-import { claudeOnVertexError } from '../plugins/providers/vertex/errors.js';
 
 const vx = await startVertexMock({ minCacheTokens: 200 });
 const oai = await startOpenAIMock();
@@ -552,23 +550,6 @@ models:
   t.same(providerSecrets(cfg.providers.get('bedrock')!).sort(), ['FwoGZXIvYXdzEXAMPLETOKEN', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'], "bedrock's declared secrets, not its key id or region");
   t.same(providerSecrets(cfg.providers.get('vx')!), [], 'a key file path, a project and a location are not secrets');
   t.equal(scrubSecrets('bad token FwoGZXIvYXdzEXAMPLETOKEN in eu-central-1', providerSecrets(cfg.providers.get('bedrock')!)), 'bad token [redacted] in eu-central-1');
-});
-
-t.test('URLs, the rawPredict body and error shapes, unit level', async (t) => {
-  t.equal(locationBaseUrl('us-east5'), 'https://us-east5-aiplatform.googleapis.com');
-  t.equal(locationBaseUrl('global'), 'https://aiplatform.googleapis.com');
-  t.equal(apiRoot('https://x.example/'), 'https://x.example/v1');
-  t.equal(apiRoot('https://x.example/v1beta1'), 'https://x.example/v1beta1');
-  t.equal(
-    claudeUrl({ base: 'https://aiplatform.googleapis.com', project: 'p-1', location: 'global' }, 'claude-sonnet-4-5@20250929', true),
-    'https://aiplatform.googleapis.com/v1/projects/p-1/locations/global/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict',
-  );
-  t.equal(claudeUrl({ base: 'https://h', project: 'p', location: 'l' }, 'claude/../x', false), 'https://h/v1/projects/p/locations/l/publishers/anthropic/models/claude%2F..%2Fx:rawPredict', 'a slash cannot leave the model segment');
-  const body = { model: 'm', max_tokens: 5, messages: [] };
-  t.same(toRawPredict(body), { anthropic_version: 'vertex-2023-10-16', max_tokens: 5, messages: [] });
-  t.same(body, { model: 'm', max_tokens: 5, messages: [] }, 'pure');
-  t.match(claudeOnVertexError(429, vertexRateLimitBody(), ''), { error: { type: 'rate_limit_error', code: 'resource_exhausted' } });
-  t.match(claudeOnVertexError(400, { type: 'error', error: { type: 'invalid_request_error', message: 'messages: bad' } }, ''), { error: { type: 'invalid_request_error', message: 'messages: bad' } });
 });
 
 t.test('the shipped gateway.yaml with only Vertex credentials: Claude and Gemini served by Vertex, in us-central1 unless VERTEX_LOCATION says otherwise', async (t) => {
