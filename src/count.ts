@@ -11,7 +11,6 @@
 // different question. A provider 400 is the caller's and goes back as it is.
 import type { AttemptInfo, CountRequest, ProviderPlugin, RequestContext } from './plugin.js';
 import type { ChatRequest } from './types.js';
-import type { LoadedPipeline } from './pipeline.js';
 import { runTargets, describeFailure, type CoreServices } from './dispatch.js';
 import { errors } from './errors.js';
 import { counterFor, countChatTokens, type Counter } from './tokens.js';
@@ -34,19 +33,19 @@ export interface TokenCount {
 /**
  * Count the input tokens of a request on the route slot's targets. `build`
  * maps the request for one target (it may throw a 400, as a translation does).
- * The pipeline's `prepareAttempt` runs on the chat IR, as for a generation,
- * so a plugin that adds to the prompt is counted too.
+ * The pipeline's `prepareAttempt` runs on the chat IR (upstream.prepare), as
+ * for a generation, so a plugin that adds to the prompt is counted too.
  */
 export async function countInputTokens(
   ctx: RequestContext,
   core: CoreServices,
-  pipeline: LoadedPipeline,
   build: (attempt: AttemptInfo, plugin: ProviderPlugin) => CountInput | Promise<CountInput>,
 ): Promise<TokenCount> {
   const serves = (p: ProviderPlugin) => typeof p.countTokens === 'function' || typeof p.chat === 'function' || typeof p.responses === 'function';
-  const result = await runTargets<TokenCount>(ctx, core, serves, async (attempt, plugin, base) => {
+  const { value: result } = await runTargets<TokenCount>(ctx, core, serves, async (attempt, upstream) => {
+    const plugin = upstream.plugin;
     const input = await build(attempt, plugin);
-    const chat = input.chat ? (pipeline.prepare(ctx, attempt, input.chat as unknown as Record<string, unknown>) as unknown as ChatRequest) : undefined;
+    const chat = input.chat ? (upstream.prepare(input.chat as unknown as Record<string, unknown>) as unknown as ChatRequest) : undefined;
     const local = async (): Promise<TokenCount> => {
       const count = await counterFor(plugin.families[attempt.provider.family]?.tokenizer);
       if (input.local) return { input_tokens: input.local(count), source: 'local' };
@@ -55,10 +54,10 @@ export async function countInputTokens(
     };
     if (!plugin.countTokens) return local();
     try {
-      const n = await plugin.countTokens({ ...base, request: { chat, responses: input.responses, messages: input.messages }, stream: false });
+      const n = await upstream.countTokens({ chat, responses: input.responses, messages: input.messages });
       return n == null ? local() : { input_tokens: n, source: 'provider' };
     } catch (err) {
-      if (base.signal.aborted || !describeFailure(err).fallback) throw err;
+      if (upstream.signal.aborted || !describeFailure(err).fallback) throw err;
       ctx.logger.warn({ request_id: ctx.id, provider: attempt.provider.name, error: describeFailure(err).error }, 'provider token count failed; counted locally');
       return local();
     }

@@ -4,7 +4,7 @@
 // error, first-byte timeout, 5xx, 429 (after retries), 401/403 from the
 // provider, or an unparseable body; a 400 is the caller's fault and returns at
 // once. At most `routing.max_attempts` (≤ 3) upstream calls in all.
-import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, ProviderCall, Target, ReplicaStore } from './plugin.js';
+import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, Target, ReplicaStore } from './plugin.js';
 import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
 import type { RoutingAttempt } from './types.js';
 import type { Transport } from './upstream.js';
@@ -13,14 +13,17 @@ import { UpstreamError, MappedEvents } from './provider.js';
 import { GatewayError, errors, scrubSecrets, providerSecrets } from './errors.js';
 import { fromChatUsage } from './usage.js';
 import { spanId, traceparentOf } from './tracing.js';
+import { Upstream, type AttemptServices, type PrepareAttempt, type Served } from './attempt.js';
 
-export interface CoreServices {
+export interface CoreServices extends AttemptServices {
   transport: Transport;
   providerPlugins: Map<string, ProviderPlugin>; // by family
   health: Health;
   shared: ProviderState;
   /** With shared state (state.redis_url): each provider block's ReplicaStore. */
   replicas?: { of(p: ProviderConfig): ReplicaStore };
+  /** The pipeline's prepareAttempt hooks (LoadedPipeline.prepare), run on every request an Upstream sends. */
+  prepare: PrepareAttempt;
 }
 
 /**
@@ -42,8 +45,13 @@ export class ProviderState {
   }
 }
 
-/** What the ingress does with one attempt; it must read a stream's first event before returning. */
-export type Invoke<R> = (attempt: AttemptInfo, plugin: ProviderPlugin, call: Omit<ProviderCall<unknown>, 'request' | 'stream'>) => Promise<R>;
+/**
+ * What the ingress does with one attempt: translate its request for the
+ * target and send it through `upstream` (src/attempt.ts), which prepares it
+ * and calls the provider plugin. It must read a stream's first event before
+ * returning (fallback is possible until then).
+ */
+export type Invoke<R> = (attempt: AttemptInfo, upstream: Upstream) => Promise<R>;
 
 /**
  * Deployment cool-downs: after `failure_threshold` consecutive failures a
@@ -214,7 +222,13 @@ export function describeFailure(err: unknown): { error: string; fallback: boolea
  */
 export type CanServe = (p: ProviderPlugin, target: Target) => boolean | string;
 
-export async function runTargets<R>(ctx: RequestContext, core: CoreServices, canServe: CanServe, invoke: Invoke<R>): Promise<R> {
+/**
+ * Run the route slot's targets until one answers: the one place a request
+ * gets its fallback target and the retry decision is made. Returns the
+ * attempt that answered with what the ingress made of it; the access log
+ * names it (provider, served_model, upstream_model), written here only.
+ */
+export async function runTargets<R>(ctx: RequestContext, core: CoreServices, canServe: CanServe, invoke: Invoke<R>): Promise<Served<R>> {
   const route = ctx.state.route as RouteSlot | undefined;
   if (!route) throw errors.internal();
   const maxAttempts = ctx.config.routing.max_attempts;
@@ -273,20 +287,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       rec.model = target.model.id;
       rec.deployment = deployment.model;
       try {
-        const result = await invoke(info, plugin, {
-          provider,
-          deployment,
-          model: target.model,
-          transport: core.transport,
-          signal: ac.signal,
-          requestId: ctx.id,
-          shared: core.shared.of(provider),
-          replicas: core.replicas?.of(provider),
-          note: (e) => ctx.debug.normalizations.push(e),
-          authorize: plugin.authorize && ((req, c) => plugin.authorize!(req, c)),
-          reportUsage,
-          traceparent,
-        });
+        const value = await invoke(info, new Upstream(ctx, info, plugin, core, ac.signal, reportUsage, traceparent));
         const took = performance.now() - started;
         rec.upstream_ms += took;
         if (span) (rec.attempt_spans ??= []).push({ ...span, provider: provider.name, model: target.model.id, deployment: deployment.model, duration_ms: took });
@@ -296,7 +297,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         ctx.log.served_model = target.model.id;
         ctx.log.upstream_model = deployment.model;
         // The attempt's controller stays tied to the client for the life of the stream.
-        return result;
+        return { target, deployment, provider, index: info.index, value };
       } catch (err) {
         ctx.signal.removeEventListener('abort', onClientAbort);
         ac.abort();

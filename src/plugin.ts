@@ -88,10 +88,14 @@ export interface RequestContext {
   meter: UsageMeter;
 }
 
-/** What the core writes back: a JSON body, or SSE frames produced as they arrive. */
+/**
+ * What the core writes back: a JSON body, or SSE frames produced as they
+ * arrive. A stream's `provider` is the provider block serving it: its
+ * secrets are cut out of the error frame `onError` makes.
+ */
 export type Outcome =
   | { kind: 'json'; status?: number; body: Record<string, unknown>; headers?: Record<string, string> }
-  | { kind: 'frames'; frames: AsyncIterable<string>; onError: (err: unknown) => string | null };
+  | { kind: 'frames'; frames: AsyncIterable<string>; onError: (err: unknown) => string | null; provider?: ProviderConfig };
 
 export interface PipelinePlugin {
   kind?: 'pipeline';

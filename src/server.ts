@@ -56,7 +56,7 @@ export interface EndpointSpec {
   method: 'POST' | 'GET' | 'DELETE';
   path: string;
   validate(raw: unknown, ctx: RequestContext): Record<string, unknown>;
-  terminal(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, params: Record<string, string>): Promise<void>;
+  terminal(ctx: RequestContext, core: CoreServices, params: Record<string, string>): Promise<void>;
   /** Called once at gateway shutdown (e.g. to close the endpoint's store). */
   close?(): void | Promise<void>;
   /**
@@ -248,7 +248,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const generation = (config: GatewayConfig, pipeline: LoadedPipeline): Generation => ({
     config,
     pipeline,
-    core: { transport, providerPlugins: pipeline.providers, health, shared, replicas: state.replicas },
+    core: { transport, providerPlugins: pipeline.providers, health, shared, replicas: state.replicas, prepare: pipeline.prepare },
     bodyOptions: { limit: sizeBytes(config.server.body_limit), timeoutMs: config.server.body_timeout_ms, maxDepth: config.server.json_max_depth },
     active: 0,
   });
@@ -471,7 +471,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       // A body the client got wrong (400, 408, 413, 415) is answered where the
       // endpoint validates it, after the errors of the plugins ahead of validation.
       const bodyError = req.method === 'POST' ? await readBodyInto(ctx, req, (kctx.state.gen as Generation).bodyOptions) : undefined;
-      const run = () => spec.terminal(ctx, core, pipeline, kctx.params ?? {});
+      const run = () => spec.terminal(ctx, core, kctx.params ?? {});
       await pipeline.run(
         ctx,
         () => {
@@ -499,9 +499,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       releaseConversation(ctx);
       if (draining) res.setHeader('connection', 'close');
       const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, (err) => {
-        const served = config.providers.get(String(ctx.log.provider ?? ''));
         const raw = out.onError(err);
-        const frame = raw && served ? scrubSecrets(raw, providerSecrets(served)) : raw;
+        const frame = raw && out.provider ? scrubSecrets(raw, providerSecrets(out.provider)) : raw;
         const name = (err as Error)?.name;
         ctx.log.stream_error = (err as { code?: string })?.code ?? name ?? 'error';
         if (!['UpstreamError', 'TransportError', 'GatewayError'].includes(name) && (err as { code?: string })?.code !== 'ECONNRESET')

@@ -143,14 +143,20 @@ t.test('the shipped catalog lists every family in /v1/models', async (t) => {
 });
 
 t.test('every family answers with string system_fingerprint and service_tier (spec 2.3)', async (t) => {
+  const prints = new Map<string, string>();
   for (const model of MODELS) {
     const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] });
     t.match(r.system_fingerprint, /^\S+$/, `${model} fingerprint`);
     t.type(r.service_tier, 'string', `${model} tier`);
+    prints.set(model, r.system_fingerprint!);
     const s = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], stream: true });
     for await (const c of s) {
       t.type(c.system_fingerprint, 'string');
       t.type(c.service_tier, 'string');
     }
   }
+  // A fingerprint the gateway gives names the backend that served (provider, model, upstream model).
+  const again = await client.chat.completions.create({ model: 'anthropic/claude-sonnet-4-5', messages: [{ role: 'user', content: 'hi' }] });
+  t.equal(again.system_fingerprint, prints.get('anthropic/claude-sonnet-4-5'), 'the same backend, the same fingerprint');
+  t.not(prints.get('anthropic/claude-sonnet-4-5'), prints.get('google/gemini-2.5-flash'), 'another backend, another fingerprint');
 });

@@ -7,7 +7,7 @@ import t from 'tap';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { startMock, sse } from './mocks/server.js';
-import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
+import { startGateway, CLIENT_KEY, until } from './helpers/gateway.js';
 
 const A = await startOpenAIMock();
 const B = await startOpenAIMock();
@@ -86,6 +86,16 @@ for (const [name, fault] of faults) {
     t.match(e.error.message, /x\/a via a/);
   });
 }
+
+t.test('the access log names the attempt that answered, not the one that failed', async (t) => {
+  A.fail({ status: 500 });
+  const { data, response } = await client.chat.completions.create({ model: 'x/a', messages: [{ role: 'user', content: 'hi' }], fallbacks: ['x/b'] } as any).withResponse();
+  t.equal((data as any).model, 'x/b');
+  const id = response.headers.get('x-request-id');
+  await until(() => gw.logs.some((l) => l.request_id === id));
+  const line = gw.logs.find((l) => l.request_id === id)!;
+  t.match(line, { provider: 'b', served_model: 'x/b', upstream_model: 'gpt-4.1-mini', status: 200 });
+});
 
 t.test('a 400 from the provider returns at once, untranslated in meaning', async (t) => {
   A.fail({ status: 400, body: { error: { message: "Invalid 'messages[0]': bad", type: 'invalid_request_error', param: 'messages[0]', code: 'invalid_value' } } });

@@ -8,11 +8,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
+import { createResponsesMock } from './mocks/openai-responses.js';
 import { startGateway, openAIConfig, CLIENT_KEY, until } from './helpers/gateway.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const examplePath = path.resolve(here, '../plugins/pipeline/example/max-tokens-cap.js');
-const mock = await startOpenAIMock();
+const mock = await startOpenAIMock({ routes: { '/v1/responses': createResponsesMock().handler } });
 t.teardown(() => mock.close());
 
 const pipeline = (extra: string) => `
@@ -36,6 +37,23 @@ t.test('a custom plugin from a path runs with its options', async (t) => {
   const r2: any = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }], max_completion_tokens: 20 } as any);
   t.equal(mock.requests[1].body.max_completion_tokens, 20, 'under the cap: untouched');
   t.ok(r2.id);
+});
+
+t.test('prepareAttempt runs on every request a provider plugin gets, whichever path the ingress takes', async (t) => {
+  const gw = await startGateway(openAIConfig(mock.url, pipeline(`  - name: max-tokens-cap\n    path: ${examplePath}\n    options: { max: 50 }`)));
+  t.teardown(() => gw.close());
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  mock.reset();
+  // The Responses API to a family that serves it natively: the same-API body.
+  const r: any = await client.responses.create({ model: 'openai/gpt-4.1-mini', input: 'x', max_output_tokens: 500, store: false, debug: ['normalizations'] } as any);
+  t.equal(mock.requests[0].path, '/v1/responses');
+  t.equal(mock.requests[0].body.max_output_tokens, 50, 'the same-API body was prepared');
+  t.equal(mock.requests[0].body.model, 'gpt-4.1-mini', 'with the deployment model');
+  t.match(r.debug.normalizations, [{ param: 'max_output_tokens', action: 'override', before: 500, after: 50 }]);
+  // `stop` takes the chat path on the same target: the chat IR is prepared.
+  await client.responses.create({ model: 'openai/gpt-4.1-mini', input: 'x', max_output_tokens: 500, store: false, stop: ['z'] } as any);
+  t.equal(mock.requests[1].path, '/v1/chat/completions');
+  t.equal(mock.requests[1].body.max_completion_tokens, 50, 'the translated chat request was prepared');
 });
 
 async function startFails(t: any, yaml: string, code: string, msg: RegExp) {

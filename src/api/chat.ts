@@ -1,15 +1,15 @@
 // POST /v1/chat/completions: validate into the IR, run the fallback loop over
 // provider plugins' `chat`, and return OpenAI-shaped results and streams.
-import type { RequestContext, ProviderPlugin, ChatOutcome } from '../plugin.js';
+import type { RequestContext, ProviderPlugin } from '../plugin.js';
 import type { ChatRequest, ChatChunk, ChatCompletion } from '../types.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
-import type { LoadedPipeline } from '../pipeline.js';
+import type { Served } from '../attempt.js';
 import { validate } from '../validate.js';
 import { ChatBody } from './chat-schema.js';
 import { createHash } from 'node:crypto';
 import { sseFrame } from '../sse.js';
 import { MappedFrames } from '../respond.js';
-import { withoutExtensions, servedModel, runFinalizers, midStreamError, withStreamUsage } from './common.js';
+import { withoutExtensions, runFinalizers, midStreamError } from './common.js';
 import { fromChatUsage, type UsageMeter } from '../usage.js';
 
 export function validateChat(raw: unknown, ctx: RequestContext): Record<string, unknown> {
@@ -20,22 +20,24 @@ export function validateChat(raw: unknown, ctx: RequestContext): Record<string, 
 
 type Committed = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; chunks: AsyncGenerator<ChatChunk> };
 
-/** Run the chat IR through the targets; shared by the chat and responses endpoints. */
-export async function dispatchChat(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, request: ChatRequest): Promise<Committed> {
+const servesChat = (p: ProviderPlugin) => typeof p.chat === 'function';
+
+/** Run the chat IR through the targets. */
+function dispatchChat(ctx: RequestContext, core: CoreServices, request: ChatRequest): Promise<Served<Committed>> {
   const stream = !!request.stream;
-  return runTargets<Committed>(ctx, core, (p: ProviderPlugin) => typeof p.chat === 'function', async (attempt, plugin, base) => {
-    const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
-    const out: ChatOutcome = await plugin.chat!({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
+  return runTargets<Committed>(ctx, core, servesChat, async (attempt, upstream) => {
+    const out = await upstream.chat(request, stream);
     if (out.kind === 'stream') return { kind: 'stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms) };
     return out;
   });
 }
 
-export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline): Promise<void> {
+export async function chatTerminal(ctx: RequestContext, core: CoreServices): Promise<void> {
   const request = withoutExtensions(ctx.body) as unknown as ChatRequest;
-  const result = await dispatchChat(ctx, core, pipeline, request);
-  const model = servedModel(ctx);
-  const backend = backendFields(ctx, model);
+  const served = await dispatchChat(ctx, core, request);
+  const result = served.value;
+  const model = served.target.model.id;
+  const backend = backendFields(served);
   const decorate = (final: Record<string, unknown>) => {
     final.extra = { ...(final.extra as object | undefined), routing: { attempts: ctx.attempts } };
     runFinalizers(ctx, final);
@@ -53,6 +55,7 @@ export async function chatTerminal(ctx: RequestContext, core: CoreServices, pipe
     kind: 'frames',
     frames: chatFrames(result.chunks, model, backend, decorate, ctx.meter, !!request.stream_options?.include_usage),
     onError: (err) => sseFrame(JSON.stringify({ error: midStreamError(err) })),
+    provider: served.provider,
   };
 }
 
@@ -118,8 +121,8 @@ interface Backend {
  * and the default tier.
  */
 const fingerprints = new Map<string, string>();
-function backendFields(ctx: RequestContext, model: string): Backend {
-  const served = `${ctx.log.provider ?? ''}|${model}|${ctx.log.upstream_model ?? ''}`;
+function backendFields(s: Served<unknown>): Backend {
+  const served = `${s.provider.name}|${s.target.model.id}|${s.deployment.model}`;
   let fp = fingerprints.get(served);
   if (fp === undefined) {
     fp = 'fp_' + createHash('sha256').update(served).digest('hex').slice(0, 10);

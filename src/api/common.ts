@@ -1,10 +1,8 @@
 // Pieces shared by the ingress endpoints.
-import type { RequestContext, RouteSlot } from '../plugin.js';
+import type { RequestContext } from '../plugin.js';
 import { UpstreamError } from '../provider.js';
 import { TransportError } from '../upstream.js';
 import { GatewayError, type ErrorBody } from '../errors.js';
-import type { ProviderConfig } from '../config/schema.js';
-import type { ChatRequest, NormalizationEntry } from '../types.js';
 
 /** Gateway extension fields: consumed by the gateway, never sent to a provider. */
 export const EXTENSION_FIELDS = ['extra', 'fallbacks', 'debug'] as const;
@@ -13,10 +11,6 @@ export function withoutExtensions<T extends Record<string, unknown>>(body: T): T
   const out = { ...body };
   for (const f of EXTENSION_FIELDS) delete out[f];
   return out;
-}
-
-export function servedModel(ctx: RequestContext): string {
-  return (ctx.log.served_model as string | undefined) ?? (ctx.state.route as RouteSlot | undefined)?.primary ?? String(ctx.body.model);
 }
 
 export function runFinalizers(ctx: RequestContext, final: Record<string, unknown>): void {
@@ -34,23 +28,4 @@ export function midStreamError(err: unknown): ErrorBody {
   if (err instanceof TransportError || code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || (err as Error)?.message === 'aborted')
     return { message: `The upstream stream broke before it finished (${err instanceof TransportError ? err.code : code ?? 'aborted'}).`, type: 'api_error', param: null, code: 'upstream_stream_error' };
   return { message: 'The gateway hit an internal error while streaming.', type: 'internal_server_error', param: null, code: 'internal_error' };
-}
-
-/**
- * A chat IR stream request as one provider gets it: asking for the stream's
- * usage (`stream_options.include_usage`) whether or not the client did, so
- * that every stream is accounted; the chat ingress drops the usage chunk a
- * client did not ask for. A provider marked `stream_usage: false` rejects the
- * option: it is removed instead (with a note when the client had sent it).
- */
-export function withStreamUsage(req: ChatRequest, provider: ProviderConfig, note: (e: NormalizationEntry) => void): ChatRequest {
-  if (!req.stream) return req;
-  if (provider.stream_usage === false) {
-    if (req.stream_options == null) return req;
-    const { stream_options, ...rest } = req;
-    if (stream_options.include_usage) note({ param: 'stream_options', action: 'strip', before: stream_options, reason: `the provider '${provider.name}' rejects stream_options (stream_usage: false)` });
-    return rest;
-  }
-  if (req.stream_options?.include_usage) return req;
-  return { ...req, stream_options: { ...req.stream_options, include_usage: true } };
 }

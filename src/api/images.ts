@@ -10,7 +10,6 @@ import type { RequestContext, RouteSlot } from '../plugin.js';
 import type { ModelConfig } from '../config/schema.js';
 import type { NormalizationEntry } from '../types.js';
 import { runTargets, type CoreServices } from '../dispatch.js';
-import type { LoadedPipeline } from '../pipeline.js';
 import type { EndpointSpec } from '../server.js';
 import { validate } from '../validate.js';
 import { errors } from '../errors.js';
@@ -106,7 +105,7 @@ export function completeResult(result: Record<string, unknown>, body: Body): Rec
   return result;
 }
 
-export async function imagesTerminal(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline): Promise<void> {
+export async function imagesTerminal(ctx: RequestContext, core: CoreServices): Promise<void> {
   const body = ctx.body as Body;
   const route = ctx.state.route as RouteSlot | undefined;
   if (!route?.targets.length) throw errors.internal();
@@ -119,17 +118,15 @@ export async function imagesTerminal(ctx: RequestContext, core: CoreServices, pi
   if (misfit) throw errors.invalid(misfit.message, misfit.param, misfit.code);
   const normalize = (body.extra as { normalize?: boolean } | undefined)?.normalize !== false;
 
-  const result = await runTargets<Record<string, unknown>>(
+  const { value: result } = await runTargets<Record<string, unknown>>(
     ctx,
     core,
     (plugin, target) => {
       if (typeof plugin.images !== 'function') return false;
       return imageFit(body, target.model)?.message ?? true;
     },
-    async (attempt, plugin, base) => {
-      const prepared = pipeline.prepare(ctx, attempt, body as Record<string, unknown>) as Body;
-      const request = imagesForTarget(prepared, attempt.target.model, normalize, base.note);
-      const out = await plugin.images!({ ...base, request: { ...request, model: attempt.deployment.model }, stream: false });
+    async (attempt, upstream) => {
+      const out = await upstream.images(imagesForTarget(body, attempt.target.model, normalize, upstream.note));
       if (out.kind !== 'json') throw unparseable('the provider answered an image request with a stream');
       if (!Array.isArray(out.body.data)) throw unparseable('the provider answered an image request without a data array');
       return out.body;

@@ -15,14 +15,13 @@
 import type { RequestContext, ProviderPlugin, RouteSlot } from '../plugin.js';
 import type { ChatChunk, ChatCompletion, ChatRequest } from '../types.js';
 import type { EndpointSpec } from '../server.js';
-import type { LoadedPipeline } from '../pipeline.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import { validate } from '../validate.js';
 import { GatewayError } from '../errors.js';
 import type { JsonEvent } from '../provider.js';
 import { countInputTokens } from '../count.js';
 import { countChatTokens } from '../tokens.js';
-import { runFinalizers, midStreamError, withStreamUsage } from './common.js';
+import { runFinalizers, midStreamError } from './common.js';
 import { fromChatUsage, fromMessagesUsage } from '../usage.js';
 import { MessagesBody, MessagesCountBody } from './messages-schema.js';
 import { nativeBody, toChatRequest, fromChatCompletion, type MessagesRequest, type MessagesUsage } from './messages-map.js';
@@ -76,25 +75,26 @@ type Result =
   | { kind: 'chat-json'; body: ChatCompletion; family: string }
   | { kind: 'chat-stream'; chunks: AsyncGenerator<ChatChunk>; family: string };
 
-async function createMessage(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline): Promise<void> {
+async function createMessage(ctx: RequestContext, core: CoreServices): Promise<void> {
   const body = ctx.body as MessagesRequest;
   const stream = !!body.stream;
   const beta = betaHeader(ctx);
-  const result = await runTargets<Result>(ctx, core, (p: ProviderPlugin) => typeof p.messages === 'function' || typeof p.chat === 'function', async (attempt, plugin, base) => {
+  const served = await runTargets<Result>(ctx, core, (p: ProviderPlugin) => typeof p.messages === 'function' || typeof p.chat === 'function', async (attempt, upstream) => {
+    const { plugin } = upstream;
     if (plugin.messages) {
-      const out = await plugin.messages({ ...base, request: { body: nativeBody(body, attempt.deployment.model, base.note), beta }, stream });
+      const out = await upstream.messages({ body: nativeBody(body, attempt.deployment.model, upstream.note), beta }, stream);
       if (out?.kind === 'stream') return { kind: 'native-stream', events: await primeStream(out.events, attempt.provider.timeout_ms) };
       if (out) return { kind: 'native-json', body: out.body };
     }
     if (!plugin.chat) throw new GatewayError(503, 'service_unavailable_error', `The ${attempt.provider.family} family serves no Messages requests for ${attempt.target.model.id}.`, { code: 'no_target_available' });
     const family = attempt.provider.family;
     const { request, notes } = toChatRequest(body, { family, stream, upstreamModel: attempt.deployment.model, maxOutput: attempt.target.model.max_output_tokens });
-    notes.forEach(base.note);
-    const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
-    const out = await plugin.chat({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
+    notes.forEach(upstream.note);
+    const out = await upstream.chat(request, stream);
     if (out.kind === 'stream') return { kind: 'chat-stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms), family };
     return { kind: 'chat-json', body: out.body, family };
   });
+  const result = served.value;
 
   const model = requestedModel(ctx);
   if (result.kind === 'native-json' || result.kind === 'chat-json') {
@@ -113,6 +113,7 @@ async function createMessage(ctx: RequestContext, core: CoreServices, pipeline: 
     kind: 'frames',
     frames: messageFrames(events),
     onError: (err) => `event: error\ndata: ${JSON.stringify({ type: 'error', error: streamErrorBody(err) })}\n\n`,
+    provider: served.provider,
   };
 }
 
@@ -142,9 +143,9 @@ const COUNT_FIELDS = ['model', 'messages', 'system', 'tools', 'tool_choice', 'th
  * count-tokens model); others count the chat IR they would get (Gemini's
  * :countTokens, or locally with the tools and the system prompt).
  */
-async function countTokens(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline): Promise<void> {
+async function countTokens(ctx: RequestContext, core: CoreServices): Promise<void> {
   const body = ctx.body as MessagesRequest;
-  const { input_tokens } = await countInputTokens(ctx, core, pipeline, (attempt, plugin) => {
+  const { input_tokens } = await countInputTokens(ctx, core, (attempt, plugin) => {
     const family = attempt.provider.family;
     const messages = plugin.messages ? nativeBody(body, attempt.deployment.model, () => {}, COUNT_FIELDS) : undefined;
     let chat: ChatRequest | undefined;

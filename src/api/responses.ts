@@ -17,14 +17,14 @@
 // continue with `previous_response_id` on any provider: the gateway replays
 // the stored items itself, whatever family served the earlier turns.
 import type { RequestContext, ProviderPlugin, Outcome } from '../plugin.js';
-import type { ChatChunk, ChatCompletion, ChatRequest } from '../types.js';
+import type { ChatChunk, ChatCompletion } from '../types.js';
 import type { EndpointSpec } from '../server.js';
-import type { LoadedPipeline } from '../pipeline.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
+import type { ProviderConfig } from '../config/schema.js';
 import { validate } from '../validate.js';
 import { errors, GatewayError, clip } from '../errors.js';
 import { sseFrame } from '../sse.js';
-import { servedModel, runFinalizers, midStreamError, withStreamUsage } from './common.js';
+import { runFinalizers, midStreamError } from './common.js';
 import { fromChatUsage, fromResponsesUsage, type UsageMeter } from '../usage.js';
 import { ResponsesBody, ResponsesCountBody } from './responses-schema.js';
 import {
@@ -196,12 +196,12 @@ async function conversation(ctx: RequestContext, body: ResponsesRequest, owner: 
  * Same-API targets count through the provider's own endpoint with the body
  * they would get; others count the chat request they would get (src/count.ts).
  */
-async function countResponseTokens(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, holder: StoreHolder): Promise<void> {
+async function countResponseTokens(ctx: RequestContext, core: CoreServices, holder: StoreHolder): Promise<void> {
   const body = ctx.body as ResponsesRequest;
   const { referenced, history, items, whereIn } = await conversation(ctx, body, ownerOf(ctx), holder);
   if (!items.length) throw errors.invalid("Missing required parameter: 'input'.", 'input', 'missing_required_parameter');
   const normalize = body.extra?.normalize !== false;
-  const { input_tokens } = await countInputTokens(ctx, core, pipeline, async (attempt, plugin) => {
+  const { input_tokens } = await countInputTokens(ctx, core, async (attempt, plugin) => {
     const model = attempt.target.model;
     const tokenizer = plugin.families[attempt.provider.family]?.tokenizer;
     const fit =
@@ -226,7 +226,7 @@ type Result =
   | { kind: 'chat-json'; body: ChatCompletion }
   | { kind: 'chat-stream'; chunks: AsyncGenerator<ChatChunk> };
 
-async function createResponse(ctx: RequestContext, core: CoreServices, pipeline: LoadedPipeline, holder: StoreHolder): Promise<void> {
+async function createResponse(ctx: RequestContext, core: CoreServices, holder: StoreHolder): Promise<void> {
   const body = ctx.body as ResponsesRequest;
   const owner = ownerOf(ctx);
   const wantsStore = body.store !== false;
@@ -236,8 +236,8 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
   const normalize = body.extra?.normalize !== false;
   const echo = responseEcho(body);
 
-  const result = await runTargets<Result>(ctx, core, (p) => typeof p.chat === 'function' || typeof p.responses === 'function', async (attempt, plugin, base) => {
-    const model = attempt.target.model;
+  const served = await runTargets<Result>(ctx, core, (p) => typeof p.chat === 'function' || typeof p.responses === 'function', async (attempt, upstream) => {
+    const { plugin, model } = upstream;
     const native = servesResponsesNatively(plugin, attempt.provider.family) && body.stop == null;
     if (!native && typeof plugin.chat !== 'function') {
       if (body.stop != null) throw errors.invalid(`Invalid 'stop': the model '${model.id}' takes no stop sequences on the Responses API; remove 'stop'.`, 'stop', 'unsupported_parameter');
@@ -252,24 +252,23 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
       instructions: body.instructions,
       tools: body.tools,
     });
-    if (fit.note) base.note(fit.note);
+    if (fit.note) upstream.note(fit.note);
     if (native) {
       const nb = toNativeBody(body, { upstreamModel: attempt.deployment.model, model, items: history.length || fit.changed || referenced ? fit.items : undefined, normalize });
-      nb.notes.forEach(base.note);
-      const request = pipeline.prepare(ctx, attempt, nb.body);
-      const out = await plugin.responses!({ ...base, request, stream });
+      nb.notes.forEach(upstream.note);
+      const out = await upstream.responses(nb.body, stream);
       if (out.kind === 'stream') return { kind: 'native-stream', events: await primeStream(out.events, attempt.provider.timeout_ms) };
       return { kind: 'native-json', body: out.body };
     }
     const { request, notes } = toChatRequest(body, fit.items, { model, stream, where: whereIn(fit.items) });
-    notes.forEach(base.note);
-    const prepared = pipeline.prepare(ctx, attempt, request as unknown as Record<string, unknown>) as unknown as ChatRequest;
-    const out = await plugin.chat!({ ...base, request: { ...withStreamUsage(prepared, attempt.provider, base.note), model: attempt.deployment.model }, stream });
+    notes.forEach(upstream.note);
+    const out = await upstream.chat(request, stream);
     if (out.kind === 'stream') return { kind: 'chat-stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms) };
     return { kind: 'chat-json', body: out.body };
   });
 
-  const model = servedModel(ctx);
+  const result = served.value;
+  const model = served.target.model.id;
   // Built outside this function's scope: a stream's hooks live as long as the
   // stream, and a closure made here would keep the whole request (body,
   // items) reachable with this scope's variables.
@@ -292,7 +291,7 @@ async function createResponse(ctx: RequestContext, core: CoreServices, pipeline:
     return;
   }
 
-  ctx.outcome = streamOutcome(ctx, result, { model, previousResponseId: history.length ? (body.previous_response_id ?? null) : null, echo, save });
+  ctx.outcome = streamOutcome(ctx, result, { model, provider: served.provider, previousResponseId: history.length ? (body.previous_response_id ?? null) : null, echo, save });
 }
 
 /**
@@ -333,7 +332,7 @@ function saver(ctx: RequestContext, o: { store?: ResponseStore; owner: string; m
 function streamOutcome(
   ctx: RequestContext,
   result: Extract<Result, { kind: 'native-stream' | 'chat-stream' }>,
-  o: { model: string; previousResponseId: string | null; echo: ReturnType<typeof responseEcho>; save: ReturnType<typeof saver> },
+  o: { model: string; provider: ProviderConfig; previousResponseId: string | null; echo: ReturnType<typeof responseEcho>; save: ReturnType<typeof saver> },
 ): Outcome {
   const meter = ctx.meter;
   const hooks: StreamHooks = {
@@ -361,6 +360,7 @@ function streamOutcome(
     kind: 'frames',
     frames: responseFrames(events),
     onError: (err) => sseFrame(JSON.stringify({ ...midStreamError(err), type: 'error' }), 'error'),
+    provider: o.provider,
   };
 }
 
@@ -393,7 +393,7 @@ export function responsesEndpoints(): EndpointSpec[] {
       method: 'POST',
       path: '/v1/responses/input_tokens',
       validate: (raw) => validate(ResponsesCountBody, raw) as Record<string, unknown>,
-      terminal: (ctx, core, pipeline) => countResponseTokens(ctx, core, pipeline, holder),
+      terminal: (ctx, core) => countResponseTokens(ctx, core, holder),
       metered: false,
     },
     {
@@ -401,7 +401,7 @@ export function responsesEndpoints(): EndpointSpec[] {
       method: 'POST',
       path: '/v1/responses',
       validate: validateResponses,
-      terminal: (ctx, core, pipeline) => createResponse(ctx, core, pipeline, holder),
+      terminal: (ctx, core) => createResponse(ctx, core, holder),
       close: () => holder.close(),
     },
     {
@@ -409,7 +409,7 @@ export function responsesEndpoints(): EndpointSpec[] {
       method: 'GET',
       path: '/v1/responses/:id',
       validate: noBody,
-      async terminal(ctx, _core, _pipeline, params) {
+      async terminal(ctx, _core, params) {
         const r = await holder.get(ctx).get(params.id, ownerOf(ctx));
         if (!r) throw notFound(params.id);
         ctx.outcome = { kind: 'json', body: r.response };
@@ -421,14 +421,14 @@ export function responsesEndpoints(): EndpointSpec[] {
       path: '/v1/responses/:id/input_items',
       // The query, checked after authentication like a body: a bad value is a 400 naming the parameter.
       validate: (_raw, ctx) => parseListQuery(ctx.query ?? new URLSearchParams()) as unknown as Record<string, unknown>,
-      terminal: (ctx, _core, _pipeline, params) => listInputItems(ctx, holder, params.id),
+      terminal: (ctx, _core, params) => listInputItems(ctx, holder, params.id),
     },
     {
       endpoint: 'responses',
       method: 'DELETE',
       path: '/v1/responses/:id',
       validate: noBody,
-      async terminal(ctx, _core, _pipeline, params) {
+      async terminal(ctx, _core, params) {
         if (!(await holder.get(ctx).delete(params.id, ownerOf(ctx)))) throw notFound(params.id);
         ctx.outcome = { kind: 'json', body: { id: params.id, object: 'response.deleted', deleted: true } };
       },
