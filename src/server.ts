@@ -27,26 +27,17 @@ import { dashboardRoutes } from './dashboard.js';
 import { adminKeyRoutes } from './admin-keys.js';
 import { RuntimeKeys } from './keys.js';
 import { TraceExporter, traceContext } from './tracing.js';
-import { validateChat, chatTerminal } from './api/chat.js';
+import { chatEndpoint } from './api/chat.js';
 import type { ProviderCarry } from './reload.js';
 import type { RouteSlot } from './plugin.js';
 import { estimateOf, toMicros } from './limits.js';
 import { createSharedState } from './state/index.js';
 import type { Admitted } from './state/limiter.js';
 
-/**
- * Request fields that can be large: the conversation and what travels with
- * it. Released from `ctx.body` once a stream is committed (its first event is
- * on the way to the client, so no fallback will translate the request again):
- * a stream lasts seconds to minutes, and holding a long prompt for all of it,
- * once per open stream, is most of a streaming gateway's memory. Finalizers of
- * a stream see `ctx.body` without them (docs/plugins.md).
- */
-export const RELEASED_ON_STREAM = ['messages', 'input', 'instructions', 'system', 'tools', 'functions', 'prediction', 'response_format', 'text'] as const;
-
-function releaseConversation(ctx: RequestContext): void {
+/** `ctx.body` without the fields an endpoint releases once its stream is committed (EndpointSpec.releaseOnStream). */
+function releaseFields(ctx: RequestContext, fields: readonly string[]): void {
   const body: Record<string, unknown> = {};
-  for (const k in ctx.body) if (!(RELEASED_ON_STREAM as readonly string[]).includes(k)) body[k] = ctx.body[k];
+  for (const k in ctx.body) if (!fields.includes(k)) body[k] = ctx.body[k];
   ctx.body = body;
 }
 
@@ -66,6 +57,15 @@ export interface EndpointSpec {
   errorBody?(err: GatewayError, requestId: string): Record<string, unknown>;
   /** Whether a request here is a usage record (default: POST endpoints). Reads and counts are not. */
   metered?: boolean;
+  /**
+   * Body fields that can be large (the conversation and what travels with
+   * it), dropped from `ctx.body` once a stream is committed: its first event
+   * is on the way to the client, so no fallback will translate the request
+   * again. A stream lasts seconds to minutes, and holding a long prompt for
+   * all of it, once per open stream, is most of a streaming gateway's
+   * memory. Finalizers of a stream see `ctx.body` without them (docs/plugins.md).
+   */
+  releaseOnStream?: readonly string[];
 }
 
 /** Where finished request records go (the usage store, metrics): called on the response's close, must not block. */
@@ -422,7 +422,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   const specs: EndpointSpec[] = [
-    { endpoint: 'chat_completions', method: 'POST', path: '/v1/chat/completions', validate: validateChat, terminal: chatTerminal },
+    chatEndpoint,
     ...(opts.endpoints ?? []),
   ];
   const errorShapes = new Map(specs.filter((s) => s.errorBody).map((s) => [s.path, s.errorBody!]));
@@ -496,7 +496,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       }
       kctx.respond = false;
       ctx.record.stream = true;
-      releaseConversation(ctx);
+      if (spec.releaseOnStream) releaseFields(ctx, spec.releaseOnStream);
       if (draining) res.setHeader('connection', 'close');
       const result = await pipeFrames(kctx.res, { 'x-request-id': ctx.id }, out.frames, (err) => {
         const raw = out.onError(err);

@@ -3,8 +3,9 @@
 // first event goes to the client, so that memory per open stream does not grow
 // with the prompt (BENCHMARKS.md, "Memory"). Checked with WeakRefs and a forced
 // collection while the stream is still open, on a passthrough and on a
-// translated path. Finalizers of a stream then see ctx.body without the
-// conversation; those of a JSON answer see all of it.
+// translated path, for each endpoint that streams (each declares the fields it
+// releases: EndpointSpec.releaseOnStream). Finalizers of a stream then see
+// ctx.body without the conversation; those of a JSON answer see all of it.
 import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -12,6 +13,7 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { startMock, sse } from './mocks/server.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
 
@@ -151,6 +153,30 @@ t.test('a Responses stream (translated, store: false) holds no copy of its reque
   let done = false;
   for (let r = await it.next(); !r.done; r = await it.next()) if ((r.value as { type: string }).type === 'response.completed') done = true;
   t.ok(done, 'the stream completed after the collection');
+});
+
+t.test('a Messages API stream (same-API) holds no copy of its request either', async (t) => {
+  const p = probe();
+  p.refs = [];
+  p.seen = [];
+  const anth = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+  const messages = conversation().map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content as string }));
+  const stream = await anth.messages.create({ model: 'anthropic/claude-x', system: 'be brief', messages, max_tokens: 100, stream: true });
+  const it = stream[Symbol.asyncIterator]();
+  const first = await it.next();
+  t.notOk(first.done, 'the stream is open');
+  await collect();
+  t.same(
+    p.refs.filter((r) => r.ref.deref() !== undefined).map((r) => r.what),
+    [],
+    'nothing of the request is reachable while the stream is still open',
+  );
+  let stopped = false;
+  for (let r = await it.next(); !r.done; r = await it.next()) if (r.value.type === 'message_stop') stopped = true;
+  t.ok(stopped, 'the stream completed after the collection');
+  t.equal(p.seen.length, 1, 'the finalizer ran at the end of the stream');
+  t.notOk(p.seen[0].keys.includes('messages') || p.seen[0].keys.includes('system'), 'a stream finalizer sees the body without the conversation');
+  t.ok(p.seen[0].keys.includes('model') && p.seen[0].keys.includes('max_tokens'), 'and with the other fields');
 });
 
 t.test('a JSON answer: the finalizer sees the whole body', async (t) => {

@@ -4,6 +4,7 @@ import type { RequestContext, ProviderPlugin } from '../plugin.js';
 import type { ChatRequest, ChatChunk, ChatCompletion } from '../types.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import type { Served } from '../attempt.js';
+import type { EndpointSpec } from '../server.js';
 import { validate } from '../validate.js';
 import { ChatBody } from './chat-schema.js';
 import { createHash } from 'node:crypto';
@@ -136,3 +137,12 @@ function fillBackend(o: Record<string, unknown>, b: Backend): void {
   if (typeof o.system_fingerprint !== 'string' || !o.system_fingerprint) o.system_fingerprint = b.system_fingerprint;
   if (typeof o.service_tier !== 'string' || !o.service_tier) o.service_tier = b.service_tier;
 }
+
+export const chatEndpoint: EndpointSpec = {
+  endpoint: 'chat_completions',
+  method: 'POST',
+  path: '/v1/chat/completions',
+  validate: validateChat,
+  terminal: chatTerminal,
+  releaseOnStream: ['messages', 'tools', 'functions', 'prediction', 'response_format'],
+};

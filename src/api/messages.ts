@@ -112,9 +112,18 @@ async function createMessage(ctx: RequestContext, core: CoreServices): Promise<v
   ctx.outcome = {
     kind: 'frames',
     frames: messageFrames(events),
-    onError: (err) => `event: error\ndata: ${JSON.stringify({ type: 'error', error: streamErrorBody(err) })}\n\n`,
+    onError: errorEvent,
     provider: served.provider,
   };
+}
+
+/**
+ * A stream's failure as an `error` event. Not a closure made in createMessage:
+ * it would share that scope's context, which holds the request body (the
+ * attempt callback reads it), and keep it reachable for the life of the stream.
+ */
+function errorEvent(err: unknown): string {
+  return `event: error\ndata: ${JSON.stringify({ type: 'error', error: streamErrorBody(err) })}\n\n`;
 }
 
 /** Built outside createMessage's scope, so that a long stream does not keep the request reachable. */
@@ -171,6 +180,7 @@ export function messagesEndpoints(): EndpointSpec[] {
       validate: (raw) => validate(MessagesBody, raw) as Record<string, unknown>,
       terminal: createMessage,
       errorBody: messagesErrorBody,
+      releaseOnStream: ['messages', 'system', 'tools'],
     },
     {
       endpoint: 'messages',

@@ -402,6 +402,7 @@ export function responsesEndpoints(): EndpointSpec[] {
       path: '/v1/responses',
       validate: validateResponses,
       terminal: (ctx, core) => createResponse(ctx, core, holder),
+      releaseOnStream: ['input', 'instructions', 'tools', 'text'],
       close: () => holder.close(),
     },
     {
