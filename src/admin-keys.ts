@@ -7,6 +7,7 @@ import { errors, GatewayError, clip } from './errors.js';
 import { validate } from './validate.js';
 import { readJsonBody, type BodyOptions } from './body.js';
 import { adminKeyName } from './admin.js';
+import { jsonBody } from './respond.js';
 import { NewKeySchema, createKey, keyJson, type RuntimeKeys } from './keys.js';
 import { KeyConflict, type KeyStore } from './store/keys.js';
 
@@ -37,17 +38,17 @@ export function adminKeyRoutes(router: Router, config: () => GatewayConfig, keys
     kctx.status = 201;
     // The key itself, this once: only its SHA-256 is kept.
     const { revoked: _r, ...shown } = keyJson(stored);
-    kctx.body = { name: stored.name, key: secret, ...shown };
+    jsonBody(kctx, { name: stored.name, key: secret, ...shown });
   });
   router.get('/admin/keys', async (kctx: Koa.Context) => {
     kctx.state.log.admin_key = adminKeyName(kctx, config());
-    kctx.body = { data: (await storeOf(keys).list()).map(keyJson) };
+    jsonBody(kctx, { data: (await storeOf(keys).list()).map(keyJson) });
   });
   router.delete('/admin/keys/:name', async (kctx: Koa.Context) => {
     kctx.state.log.admin_key = adminKeyName(kctx, config());
     const name = String(kctx.params.name);
     if (!(await storeOf(keys).revoke(name, Date.now()))) throw errors.notFound(`No active runtime key named '${clip(name)}'.`, null, 'key_not_found');
     await keys.changed(`revoked ${name}`);
-    kctx.body = { name, revoked: true };
+    jsonBody(kctx, { name, revoked: true });
   });
 }

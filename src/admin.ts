@@ -7,6 +7,7 @@ import type Koa from 'koa';
 import type Router from '@koa/router';
 import type { GatewayConfig } from './config/load.js';
 import { errors, GatewayError } from './errors.js';
+import { jsonBody } from './respond.js';
 import { GROUPS, type Group, type UsageBackend, type UsageQuery, type UsageRow, type LatencyRow } from './store/usage.js';
 
 /** The admin key's name, or a 401/403: every /admin route calls this first. */
@@ -89,13 +90,13 @@ export function adminRoutes(router: Router, config: () => GatewayConfig, usage: 
     kctx.state.log.admin_key = adminKeyName(kctx, config());
     const q = usageQuery(kctx);
     const rows = await store().aggregate(q);
-    kctx.body = { data: rows.map((r) => usageJson(r, q)) };
+    jsonBody(kctx, { data: rows.map((r) => usageJson(r, q)) });
   });
   router.get('/admin/usage/latency', async (kctx) => {
     kctx.state.log.admin_key = adminKeyName(kctx, config());
     const q = usageQuery(kctx);
     const rows = await store().percentiles(q);
-    kctx.body = { data: rows.map((r) => usageJson(r, q)) };
+    jsonBody(kctx, { data: rows.map((r) => usageJson(r, q)) });
   });
   router.get('/admin/usage/records', async (kctx) => {
     kctx.state.log.admin_key = adminKeyName(kctx, config());
@@ -108,6 +109,6 @@ export function adminRoutes(router: Router, config: () => GatewayConfig, usage: 
     const e = one(kctx, 'errors');
     if (e !== undefined && e !== 'true' && e !== 'false') throw errors.invalid(`Invalid 'errors': expected true or false (got '${e.slice(0, 64)}').`, 'errors', 'invalid_value');
     const rows = await store().recent({ from, to, limit: Number(l), errors: e === 'true' });
-    kctx.body = { data: rows.map((r) => ({ ...r, time: new Date(Number(r.time)).toISOString(), error: !!r.error, stream: !!r.stream })) };
+    jsonBody(kctx, { data: rows.map((r) => ({ ...r, time: new Date(Number(r.time)).toISOString(), error: !!r.error, stream: !!r.stream })) });
   });
 }

@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 // rest of the gateway (the plugins, the server) so that the process it
 // replaces has loaded as little as possible.
 import { peekNodeFlags, ConfigError, type GatewayConfig, type FamilyDefaults } from './config/load.js';
-import { applyStartFlags } from './node-flags.js';
+import { applyStartFlags, holdStartupV8Flags } from './node-flags.js';
 import type { EndpointSpec } from './server.js';
 import type { BuiltinRegistry } from './pipeline.js';
 
@@ -88,6 +88,8 @@ async function start(file: string): Promise<void> {
   // A file that fails the schema is reported by the full load below, by this process.
   const early = peekNodeFlags(file);
   const earlyLacking = early ? applyStartFlags(early) : undefined;
+  // Until the gateway is ready (runServer releases them).
+  holdStartupV8Flags(early ?? []);
   let config: GatewayConfig;
   let reg: BuiltinRegistry;
   try {

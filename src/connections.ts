@@ -2,9 +2,10 @@
 // when Node's parser refuses its request (headers over 16 KB, malformed
 // HTTP), and the cap on concurrent connections. Every answer is the JSON
 // envelope of docs/errors.md, as on every route.
-import http from 'node:http';
+import type http from 'node:http';
 import type { Socket } from 'node:net';
 import { GatewayError, errors, envelope } from './errors.js';
+import { http as httpModule } from './lazy.js';
 
 export interface ConnectionLimits {
   /** Open connections served at once (server.max_connections, read on each new connection: a reload applies); above it a new connection's request gets a 503. */
@@ -18,7 +19,7 @@ function writeRaw(socket: Socket, err: GatewayError): void {
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('');
   socket.end(
-    `HTTP/1.1 ${err.status} ${http.STATUS_CODES[err.status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${err.status} ${httpModule.STATUS_CODES[err.status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`,
   );
   // Let the answer go out before the socket is torn down; a client that keeps sending gets no more than a moment.
   const t = setTimeout(() => socket.destroy(), 1000).unref();
@@ -50,7 +51,7 @@ export function clientErrorAnswer(code: string | undefined): GatewayError {
  * (server.maxConnections), so a flood cannot exhaust file descriptors.
  */
 export function createHttpServer(options: http.ServerOptions, handler: http.RequestListener, limits: ConnectionLimits): http.Server {
-  const server = http.createServer(options);
+  const server = httpModule.createServer(options);
   const overCap = new WeakSet<Socket>();
   let open = 0;
   server.maxConnections = limits.maxConnections() * 2;

@@ -5,6 +5,7 @@
 // re-execute itself before it loads them.
 import cluster from 'node:cluster';
 import os from 'node:os';
+import v8 from 'node:v8';
 
 const flagName = (f: string) => f.split('=')[0].replace(/_/g, '-');
 /** The flags given on the command line and in NODE_OPTIONS, with any others. */
@@ -49,6 +50,34 @@ export function relaunchWithNodeFlags(flags: readonly string[]): string[] {
  * "Memory", has the measurements).
  */
 export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
+
+/**
+ * V8 flags held while the gateway starts and set back once it is ready, each
+ * as [while starting, once ready] (V8's own default). V8 reads them as it runs.
+ *
+ * `--semi-space-growth-factor`: loading the gateway (its modules, the config,
+ * the plugins) allocates objects that nearly all survive, and V8 grows the
+ * young generation on a high survival rate: a start-up left it at 2 × 16 MB,
+ * about 15 MB of it resident, for a process that then idles (docs/performance.md,
+ * "Start-up"). Held at 1 (no growth) until the gateway is ready; requests grow it
+ * as they did. An operator who names the flag decides.
+ */
+export const STARTUP_V8_FLAGS: readonly (readonly [string, string])[] = [['--semi-space-growth-factor=1', '--semi-space-growth-factor=2']];
+
+let held: (readonly [string, string])[] = [];
+
+/** Set STARTUP_V8_FLAGS the operator left alone (command line, NODE_OPTIONS, `server.node_flags`); releaseStartupV8Flags() sets them back. */
+export function holdStartupV8Flags(nodeFlags: readonly string[]): void {
+  const set = new Set(defaultFlagsToSet(STARTUP_V8_FLAGS.map(([f]) => f), nodeFlags));
+  held = STARTUP_V8_FLAGS.filter(([f]) => set.has(f));
+  for (const [f] of held) v8.setFlagsFromString(f);
+}
+
+/** The gateway is ready: V8's own values for the flags holdStartupV8Flags() set. */
+export function releaseStartupV8Flags(): void {
+  for (const [, f] of held) v8.setFlagsFromString(f);
+  held = [];
+}
 
 /**
  * Node/V8 flags the gateway's cluster workers start with unless the operator

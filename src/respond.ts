@@ -7,6 +7,17 @@ import { SSE_HEADERS, sseFrame } from './sse.js';
 import { isBatchSource } from './provider.js';
 
 /**
+ * A JSON answer through Koa, serialised here: Koa's body setter, given an
+ * object, checks whether it is a fetch `Response`, and that global's first
+ * use loads Node's bundled fetch (about 13 MB; src/lazy.ts). The same bytes and
+ * headers as Koa's own JSON body.
+ */
+export function jsonBody(kctx: { type: string; body: unknown }, value: unknown): void {
+  kctx.type = 'application/json; charset=utf-8';
+  kctx.body = JSON.stringify(value);
+}
+
+/**
  * Frames made from a source's items by a synchronous mapper. The writer runs
  * the mapper itself as each item arrives, so a stream pays for no generator
  * layer between the provider's items and the socket (docs/performance.md,

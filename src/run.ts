@@ -27,7 +27,7 @@ import { createGateway, type EndpointSpec, type Gateway } from './server.js';
 import { createLogger } from './log.js';
 import { reloadGateway, watchConfigFile } from './reload.js';
 import { serveClusterMetrics } from './metrics.js';
-import { defaultFlagsToSet, LACKING_FLAGS, RUNTIME_V8_FLAGS, workerExecArgv } from './node-flags.js';
+import { defaultFlagsToSet, LACKING_FLAGS, releaseStartupV8Flags, RUNTIME_V8_FLAGS, workerExecArgv } from './node-flags.js';
 
 /** Set RUNTIME_V8_FLAGS (those the operator left alone) on this process; returns the flags set. */
 export function applyRuntimeV8Flags(nodeFlags: readonly string[]): string[] {
@@ -64,6 +64,7 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   );
   // The access log is written in small batches: the ready line goes out at once.
   gw.logger.flush();
+  releaseStartupV8Flags();
   if (cluster.isWorker) process.send?.({ gatewayReady: true });
   let stopping = false;
   const stop = async (signal: string) => {
@@ -153,6 +154,7 @@ function runPrimary(config: GatewayConfig, count: number, lacking: string[]): vo
   logger.info({ pid: process.pid, workers: count, port: config.server.port }, 'model-gateway primary: starting workers');
   logger.flush();
   for (let i = 0; i < count; i++) fork();
+  releaseStartupV8Flags();
 
   cluster.on('exit', (w, code, signal) => {
     const alive = Object.keys(cluster.workers ?? {}).length;

@@ -1,21 +1,21 @@
 // The Koa core: error mapping, request ids, body parsing, routes, and the
 // per-request context handed to the plugin pipeline. It names no provider.
-import http from 'node:http';
+import type http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
-import Router from '@koa/router';
 import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/load.js';
 import { sizeBytes, type Endpoint } from './config/schema.js';
 import { readJsonBody, type BodyOptions } from './body.js';
 import { createHttpServer } from './connections.js';
+import { KoaRouter } from './lazy.js';
 import type { RequestContext } from './plugin.js';
 import { loadPipeline, type BuiltinRegistry, type LoadedPipeline } from './pipeline.js';
 import { createTransport, type Transport } from './upstream.js';
 import { ProviderState, type CoreServices } from './dispatch.js';
 import { errors, envelope, toGatewayError, GatewayError, scrubSecrets, providerSecrets, clip } from './errors.js';
-import { pipeFrames } from './respond.js';
+import { pipeFrames, jsonBody } from './respond.js';
 import { createLogger, accessLogWriter } from './log.js';
 import { listModels, getModel, listModelsAnthropic, getModelAnthropic } from './api/models.js';
 import { messagesErrorBody } from './api/messages.js';
@@ -262,7 +262,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const app = new Koa();
   app.proxy = false;
   app.silent = true;
-  const router = new Router();
+  const router = new KoaRouter();
   let ready = false;
   let draining = false;
   let closing: Promise<void> | undefined;
@@ -358,7 +358,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (draining) kctx.set('connection', 'close');
       // The endpoint's own error shape; also for a wrong method on its path (405), answered before any handler ran.
       const shape = (kctx.state.errorBody as EndpointSpec['errorBody']) ?? errorShapes.get(path);
-      kctx.body = shape ? shape(error, id) : envelope(error);
+      jsonBody(kctx, shape ? shape(error, id) : envelope(error));
     } finally {
       handled = true;
       if (closed) writeLine();
@@ -399,10 +399,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   router.get('/healthz', (kctx) => {
     if (!ready || draining) {
       kctx.status = 503;
-      kctx.body = { status: draining ? 'draining' : 'starting' };
+      jsonBody(kctx, { status: draining ? 'draining' : 'starting' });
       return;
     }
-    kctx.body = { status: 'ok' };
+    jsonBody(kctx, { status: 'ok' });
   });
 
   // A client of Anthropic's API (it sends anthropic-version) gets the catalog, and its errors, in that API's shape.
@@ -413,12 +413,12 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   };
   router.get('/v1/models', (kctx) => {
     const config = (kctx.state.gen as Generation).config;
-    kctx.body = anthropicClient(kctx) ? listModelsAnthropic(config, kctx.query) : listModels(config, kctx.query.status);
+    jsonBody(kctx, anthropicClient(kctx) ? listModelsAnthropic(config, kctx.query) : listModels(config, kctx.query.status));
   });
   router.get('/v1/models/*id', (kctx) => {
     // The router has decoded the id once (`openai%2Fgpt-4.1` is `openai/gpt-4.1`); decoding again would read `%252F` as `/`.
     const config = (kctx.state.gen as Generation).config;
-    kctx.body = anthropicClient(kctx) ? getModelAnthropic(config, String(kctx.params.id)) : getModel(config, String(kctx.params.id));
+    jsonBody(kctx, anthropicClient(kctx) ? getModelAnthropic(config, String(kctx.params.id)) : getModel(config, String(kctx.params.id)));
   });
 
   const specs: EndpointSpec[] = [

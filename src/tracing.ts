@@ -9,10 +9,11 @@
 // its trace. It is sent upstream (the attempt span as parent) only when
 // `telemetry.traces.propagate_upstream` allows it. docs/observability.md, "Traces".
 import { randomFillSync } from 'node:crypto';
-import { request } from 'undici';
+import type { Pool } from 'undici';
 import type { Logger } from 'pino';
 import type { RequestRecord } from './usage.js';
 import type { GatewayConfig } from './config/load.js';
+import { undiciPool } from './lazy.js';
 
 /** A request's place in a trace: its trace id, its own span id, and the client's span (the parent), if any. */
 export interface TraceContext {
@@ -212,6 +213,8 @@ export class TraceExporter {
   private sending: Promise<void> | undefined;
   readonly stats = { exported: 0, dropped: 0 };
   private readonly url: string;
+  /** Keep-alive connections to the collector, made on the first export. */
+  private pool: Pool | undefined;
   private lastLog = 0;
 
   constructor(
@@ -296,7 +299,10 @@ export class TraceExporter {
 
   private async send(body: Buffer, spans: number): Promise<void> {
     try {
-      const res = await request(this.url, {
+      const url = new URL(this.url);
+      this.pool ??= new (undiciPool())(url.origin);
+      const res = await this.pool.request({
+        path: url.pathname + url.search,
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body,

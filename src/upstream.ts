@@ -11,12 +11,14 @@
 // given, Authorization and Cookie included, so the proxy transport hands it a
 // synthetic incoming request that carries the plugin's headers only.
 import { EventEmitter } from 'node:events';
-import http, { type IncomingHttpHeaders, type IncomingMessage, type ClientRequest } from 'node:http';
-import https from 'node:https';
+import type { IncomingHttpHeaders, IncomingMessage, ClientRequest, Agent } from 'node:http';
 import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
-import { createProxyServer } from 'http-proxy-3';
-import { Pool, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type { Pool, Dispatcher } from 'undici';
+import { http, https, undiciPool } from './lazy.js';
+
+const require = createRequire(import.meta.url);
 
 export interface UpstreamRequest {
   /** Pool key: one keep-alive agent per provider. */
@@ -139,9 +141,9 @@ export function createTransport(kind: TransportKind = 'undici'): Transport {
 
 /** One keep-alive agent per provider (pool) and scheme. */
 function createAgents() {
-  const agents = new Map<string, http.Agent>();
+  const agents = new Map<string, Agent>();
   return {
-    get(pool: string, isHttps: boolean, maxSockets: number): http.Agent {
+    get(pool: string, isHttps: boolean, maxSockets: number): Agent {
       const key = `${isHttps ? 's' : ''}:${pool}`;
       let a = agents.get(key);
       if (!a) {
@@ -169,6 +171,8 @@ function createAgents() {
 
 export function createProxyTransport(): Transport {
   const agents = createAgents();
+  // Loaded only for this transport (not the default).
+  const { createProxyServer } = require('http-proxy-3') as typeof import('http-proxy-3');
   const proxy = createProxyServer({});
   // Route the proxy's server-level events back to the call that caused them.
   proxy.on('proxyReq', (proxyReq: ClientRequest, req: unknown) => {
@@ -471,7 +475,7 @@ export function createUndiciTransport(): Transport {
     let p = pools.get(t.key);
     if (!p) {
       // timeout_ms bounds the connect (undici's own default is 10 s) and then the wait for the headers.
-      p = new Pool(t.origin, { connections: maxSockets, pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000, connectTimeout: timeoutMs });
+      p = new (undiciPool())(t.origin, { connections: maxSockets, pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000, connectTimeout: timeoutMs });
       pools.set(t.key, p);
     }
     return p;

@@ -9,7 +9,6 @@ import type { GatewayConfig } from '../config/load.js';
 import { MemoryHealth, type Health } from '../dispatch.js';
 import { MemoryLimits } from '../limits.js';
 import { Limiter } from './limiter.js';
-import { RedisLimits, connect, shareHealth, keyBus, replicaStores } from './redis.js';
 import type { ReplicaStore } from '../plugin.js';
 import type { ProviderConfig } from '../config/schema.js';
 import type { KeyBus } from '../keys.js';
@@ -35,6 +34,8 @@ export async function createSharedState(config: GatewayConfig, logger: Logger): 
     const limiter = new Limiter(new MemoryLimits(), st.on_unavailable, logger);
     return { limiter, health, shared: false, configure: (c) => configure(c, limiter, health), close: () => limiter.store.close() };
   }
+  // ioredis is loaded only for a gateway that names a Redis.
+  const { RedisLimits, connect, shareHealth, keyBus, replicaStores } = await import('./redis.js');
   const log = logger.child({ component: 'state' });
   const opts = { url: st.redis_url, prefix: st.key_prefix, timeoutMs: st.timeout_ms };
   const redis = connect(opts, log, 'commands');

@@ -6,44 +6,59 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { usageRow, latencyRow, type UsageBackend, type Row, type UsageQuery, type RecentQuery, type UsageRow, type LatencyRow } from './usage.js';
 
+/** After the thread failed (the file cannot be opened, say), calls fail at once for this long before one starts it again. */
+const RESTART_AFTER_MS = 30_000;
+
 /**
- * Open (creating if needed) the usage table in the SQLite file `file`
- * (`:memory:` keeps it in the worker's memory); a relative path is resolved
- * against `baseDir` (the directory of gateway.yaml).
+ * The usage table in the SQLite file `file` (`:memory:` keeps it in the
+ * worker's memory); a relative path is resolved against `baseDir` (the
+ * directory of gateway.yaml), and the directory is created now. The worker
+ * thread, which opens the file and creates the table, starts on the first
+ * call (the first batch of records, or a query): an idle gateway holds no
+ * thread (docs/performance.md, "Start-up"). A thread that fails is started
+ * again by a call RESTART_AFTER_MS later.
  */
 export async function openSqliteUsage(file: string, table: string, baseDir = process.cwd()): Promise<UsageBackend> {
   const memory = file === ':memory:';
   const where = memory ? file : path.resolve(baseDir, file);
   if (!memory) mkdirSync(path.dirname(where), { recursive: true });
-  const worker = new Worker(new URL('./usage-sqlite-worker.js', import.meta.url), { workerData: { file: where, table } });
-  worker.unref();
+  let worker: Worker | undefined;
   let next = 0;
   const pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
-  let failure: Error | undefined;
+  let failure: { err: Error; at: number } | undefined;
   const failAll = (err: Error) => {
-    failure = err;
+    failure = { err, at: Date.now() };
     for (const p of pending.values()) p.reject(err);
     pending.clear();
   };
-  worker.on('message', (m: { id: number; ok: boolean; result?: unknown; error?: string }) => {
-    const p = pending.get(m.id);
-    if (!p) return;
-    pending.delete(m.id);
-    if (m.ok) p.resolve(m.result);
-    else p.reject(new Error(`usage store: ${m.error}`));
-  });
-  worker.on('error', (err) => failAll(err));
-  worker.on('exit', () => failAll(new Error('usage store: the SQLite worker has stopped')));
+  const start = (): Worker => {
+    const w = new Worker(new URL('./usage-sqlite-worker.js', import.meta.url), { workerData: { file: where, table } });
+    w.unref();
+    w.on('message', (m: { id: number; ok: boolean; result?: unknown; error?: string }) => {
+      const p = pending.get(m.id);
+      if (!p) return;
+      pending.delete(m.id);
+      if (m.ok) p.resolve(m.result);
+      else p.reject(new Error(`usage store: ${m.error}`));
+    });
+    w.on('error', (err) => failAll(err));
+    w.on('exit', () => {
+      if (worker === w) worker = undefined;
+      failAll(new Error('usage store: the SQLite worker has stopped'));
+    });
+    return w;
+  };
+  let closing = false;
   const call = <T>(msg: Record<string, unknown>): Promise<T> => {
-    if (failure) return Promise.reject(failure);
+    if (closing) return Promise.reject(new Error('usage store: closed'));
+    if (!worker && failure && Date.now() - failure.at < RESTART_AFTER_MS) return Promise.reject(failure.err);
+    const w = (worker ??= start());
     const id = ++next;
     return new Promise<T>((resolve, reject) => {
       pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      worker.postMessage({ ...msg, id });
+      w.postMessage({ ...msg, id });
     });
   };
-  // The table exists once the worker answers its first message.
-  await call<number>({ op: 'prune', before: 0 });
   let closed: Promise<void> | undefined;
   return {
     kind: 'sqlite',
@@ -66,9 +81,12 @@ export async function openSqliteUsage(file: string, table: string, baseDir = pro
     },
     close() {
       closed ??= (async () => {
-        if (failure) return;
-        await call<boolean>({ op: 'close' }).catch(() => undefined);
-        await worker.terminate();
+        const w = worker;
+        if (w) {
+          await call<boolean>({ op: 'close' }).catch(() => undefined);
+          await w.terminate();
+        }
+        closing = true;
       })();
       return closed;
     },

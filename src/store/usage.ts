@@ -280,6 +280,8 @@ export class UsageRecorder {
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> | undefined;
   private pruner: NodeJS.Timeout | undefined;
+  /** The first prune waits for the first batch written. */
+  private pruneAfterWrite = false;
   private closed = false;
   private droppedSinceLog = 0;
   private lastDropLog = 0;
@@ -295,11 +297,15 @@ export class UsageRecorder {
     private readonly logger: Logger,
   ) {}
 
-  /** The backend is open: write what waited, and prune old records now and hourly. */
+  /**
+   * The backend is open: write what waited, and prune old records after the
+   * first batch is written, then hourly (not at once: the SQLite store starts
+   * its thread on its first call, and an idle gateway has written nothing).
+   */
   attach(backend: UsageBackend): void {
     this.backend = backend;
     if (this.opts.retention_days > 0) {
-      void this.prune();
+      this.pruneAfterWrite = true;
       this.pruner = setInterval(() => void this.prune(), 3_600_000);
       this.pruner.unref();
     }
@@ -359,6 +365,10 @@ export class UsageRecorder {
         }),
       ]);
       this.stats.written += batch.length;
+      if (this.pruneAfterWrite) {
+        this.pruneAfterWrite = false;
+        void this.prune();
+      }
     } catch (err) {
       this.drop(batch.length, 'the usage store failed to write them', err);
     } finally {

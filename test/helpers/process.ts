@@ -28,6 +28,8 @@ export interface ProcessOptions {
   /** Ready lines to wait for: one per worker in cluster mode. Default 1. */
   readyLines?: number;
   timeoutMs?: number;
+  /** Node flags for the process (before the CLI's path). */
+  nodeArgs?: string[];
 }
 
 /** `yaml` may be a function of the process's temporary folder (for a database file there). */
@@ -40,7 +42,7 @@ export async function startGatewayProcess(
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-proc-'));
   const file = path.join(dir, 'gateway.yaml');
   fs.writeFileSync(file, typeof yaml === 'function' ? yaml(dir) : yaml);
-  const child = spawn(process.execPath, [cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const stop = () => {
     child.kill('SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
