@@ -1,0 +1,50 @@
+// Shutdown: the requests in flight, and the drain that waits for them.
+// The request lifecycle (lifecycle.ts) counts a request in while the gateway
+// is not draining and out when its response closes, and registers the abort
+// of its upstream calls; drain() waits for them, then aborts those left.
+import type http from 'node:http';
+import type { Logger } from 'pino';
+import { errors } from '../errors.js';
+
+/** After the shutdown deadline: how long the requests it aborted get to write their error frame or answer. */
+const SHUTDOWN_GRACE_MS = 1000;
+/** How often the drain looks at what is still running (and closes connections gone idle). */
+const POLL_MS = 20;
+
+export class Drain {
+  /** Set once the drain began: new requests are refused with a 503, /healthz answers 503. */
+  draining = false;
+  /** Requests admitted before the drain began whose response has not closed yet. */
+  inflight = 0;
+  /** Their upstream calls: aborted, with the shutdown error as the reason, at the shutdown deadline. */
+  readonly aborts = new Set<AbortController>();
+
+  /**
+   * Drain: keep listening (so that /healthz answers 503 to a load balancer,
+   * and a new request is refused with a 503 it can retry elsewhere, in
+   * cluster mode as well), close connections as they go idle, and wait for
+   * the requests admitted before it began. At the deadline, those still
+   * running are aborted with the shutdown error as the reason: a stream ends
+   * with its endpoint's error frame, a request not yet answered gets a 503.
+   * SHUTDOWN_GRACE_MS later, whatever is left is closed, and the server with it.
+   */
+  async drain(server: http.Server, deadlineMs: number, logger: Logger): Promise<void> {
+    this.draining = true;
+    const tick = () => new Promise((r) => setTimeout(r, POLL_MS));
+    const deadline = performance.now() + deadlineMs;
+    while (this.inflight > 0 && performance.now() < deadline) {
+      server.closeIdleConnections();
+      await tick();
+    }
+    if (this.inflight > 0) {
+      const reason = errors.shuttingDown(`The gateway is shutting down: the request was still running at its shutdown deadline (server.shutdown_timeout_ms, ${deadlineMs} ms).`);
+      logger.warn({ requests: this.inflight, deadline_ms: deadlineMs }, 'shutdown deadline: ending the requests still running');
+      for (const ac of this.aborts) ac.abort(reason);
+      const grace = performance.now() + SHUTDOWN_GRACE_MS;
+      while (this.inflight > 0 && performance.now() < grace) await tick();
+    }
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await closed;
+  }
+}
