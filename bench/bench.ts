@@ -54,6 +54,7 @@ import {
 import { formatTable, writeResults, type BenchReport, type RowResult, type TargetKind, type TargetCheck, type StreamCpu } from './report.js';
 import { summarize, formatSummary } from './profile.js';
 import { writeFlameGraph } from './flame.js';
+import { highWater, HIGH_WATER_FULL, HIGH_WATER_QUICK, type HighWaterOptions } from './highwater.js';
 
 export interface BenchOptions {
   quick: boolean;
@@ -84,6 +85,8 @@ export interface BenchOptions {
   observability: boolean;
   /** Also run the streams test on a gateway started with these node flags (tuned memory). */
   streamsTunedFlags: string[] | null;
+  /** High-water memory: a burst of connections on a fresh gateway, then its RSS for a while (bench/highwater.ts); null: not run. */
+  highWater: HighWaterOptions | null;
   /** Only these row ids (plus their baselines); absent: all. */
   only?: string[];
   startupSamples: number;
@@ -151,6 +154,7 @@ export const FULL: BenchOptions = {
   altTransport: true,
   observability: true,
   streamsTunedFlags: ['--max-semi-space-size=16'],
+  highWater: HIGH_WATER_FULL,
   startupSamples: 3,
   profile: false,
   log: 'file',
@@ -169,6 +173,7 @@ export const QUICK: BenchOptions = {
   startupSamples: 1,
   streams: { count: 2000, events: 40, paceMs: 100, rampMs: 2000 },
   streamsTunedFlags: null,
+  highWater: HIGH_WATER_QUICK,
 };
 
 // ---------------------------------------------------------------------------
@@ -865,6 +870,26 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         };
       }
     }
+    // High-water memory: 1,000 connections on a fresh gateway, then its RSS for a minute.
+    let highWaterResult: BenchReport['high_water'];
+    if (o.highWater) {
+      log(o, `high-water memory: ${o.highWater.connections} connections for ${o.highWater.loadS} s on a fresh gateway, then the RSS for ${o.highWater.afterS} s…`);
+      const fresh = await startGateway({ ...gwOpts, cpuProfDir: undefined });
+      try {
+        await new Promise((r) => setTimeout(r, 1000));
+        const spec: RequestSpec = {
+          origin: `http://127.0.0.1:${fresh.port}`,
+          path: '/v1/chat/completions',
+          headers: { authorization: `Bearer ${BENCH_CLIENT_KEY}` },
+          body: chatBody('bench/openai', o.tokens, false),
+          stream: false,
+        };
+        highWaterResult = { ...(await highWater(() => fresh.pids(), spec, o.highWater, rssMb(fresh.pids()))), quick: o.highWater.afterS < 60 };
+      } finally {
+        await fresh.stop();
+        removeDir(fresh.dir);
+      }
+    }
     const cpu1 = { machine: machineBusySeconds(), ours: cpuSeconds(ours()), at: performance.now() };
     const wallS = (cpu1.at - cpu0.at) / 1000;
     const backgroundPct = Math.max(0, ((cpu1.machine - cpu0.machine - (cpu1.ours - cpu0.ours)) / wallS) * 100);
@@ -935,7 +960,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       if (p?.length) ratioRounds[key] = p.map((x) => Math.round(x * 1000) / 1000);
     }
 
-    const targets = checkTargets(byId, ratios, streams);
+    const targets = checkTargets(byId, ratios, streams, highWaterResult);
     const logStats = o.log === 'file' ? countLines(gw.logFile) : undefined;
     const report: BenchReport = {
       version: 1,
@@ -965,6 +990,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       },
       rows: results,
       streams,
+      ...(highWaterResult ? { high_water: highWaterResult } : {}),
       ratios,
       ratios_paired_rounds: ratioRounds,
       ratios_of_row_medians: ratiosOfMedians,
@@ -1021,7 +1047,7 @@ function countLines(file: string): { lines: number; bytes: number } | undefined 
   }
 }
 
-function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, number | null>, streams: BenchReport['streams']): TargetCheck[] {
+function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, number | null>, streams: BenchReport['streams'], hw?: BenchReport['high_water']): TargetCheck[] {
   const t: TargetCheck[] = [];
   const rat = (name: string, key: string, goal: number) => {
     const v = ratios[key];
@@ -1064,6 +1090,13 @@ function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, numbe
   // Judged on the heavy request, where the gateway's CPU dominates; the passthrough ratio is information (RATIO_NOTES).
   const w = ratios['heavy translated 2 workers / 1 worker'];
   t.push({ name: '2 workers vs 1 worker (heavy: long conversation translated to Anthropic)', goal: 'shows scaling (>= 1.2x)', value: w === null ? 'n/a' : `${w.toFixed(2)}x`, met: w === null ? null : w >= 1.2 });
+  if (hw)
+    t.push({
+      name: `RSS after ${hw.connections} connections, back within 20% of the pre-load value${hw.quick ? ` (quick: ${hw.after_s} s after, not 60)` : ' within a minute'}`,
+      goal: '<= 1.2x the pre-load RSS',
+      value: `${hw.after_rss_mb.toFixed(0)} MB after ${hw.after_s} s: ${hw.after_over_pre.toFixed(2)}x ${hw.pre_rss_mb.toFixed(0)} MB (peak ${hw.peak_rss_mb.toFixed(0)} MB)`,
+      met: hw.failed === 0 ? hw.after_over_pre <= 1.2 : false,
+    });
   return t;
 }
 
@@ -1092,6 +1125,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--no-portkey') o.portkey = false;
     else if (a === '--no-workers') o.workers2 = false;
     else if (a === '--no-observability') o.observability = false;
+    else if (a === '--no-high-water') o.highWater = null;
     else if (a === '--heavy-messages') o.heavy = { ...(o.heavy ?? FULL.heavy), messages: Number(next()) };
     else if (a === '--heavy-words') o.heavy = { ...(o.heavy ?? FULL.heavy), words: Number(next()) };
     else if (a === '--only') o.only = next().split(',');
@@ -1102,7 +1136,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
-          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
+          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--no-high-water] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
           `  [--heavy-messages N] [--heavy-words N]   the heavy request's conversation (default ${FULL.heavy.messages} messages, ${FULL.heavy.words} words per text)\n` +
           '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n' +
           '  --profile: the gateway runs under node --cpu-prof; prints its top functions by self time and writes a flame graph,\n' +

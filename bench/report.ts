@@ -4,6 +4,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { StreamCheck } from './load.js';
 import type { ProfileEntry } from './profile.js';
+import type { HighWaterResult } from './highwater.js';
 
 export type RowStatus = 'ok' | 'n/a' | 'failed';
 export type TargetKind = 'direct' | 'plain' | 'portkey' | 'gateway' | 'gateway-2w';
@@ -108,6 +109,8 @@ export interface BenchReport {
     /** CPU while each of the runs lasted: how much of the machine the target, the mock and the load generator took. */
     cpu?: { direct: StreamCpu; plain?: StreamCpu; gateway: StreamCpu };
   } | { path: string; status: 'n/a' | 'failed'; note: string };
+  /** High-water memory (bench/highwater.ts); `quick`: followed for less than the minute the target names. */
+  high_water?: HighWaterResult & { quick: boolean };
   /** Median over rounds of the paired ratios (see bench.ts); the targets use these. */
   ratios: Record<string, number | null>;
   ratios_paired_rounds?: Record<string, number[]>;
@@ -213,6 +216,14 @@ export function formatTable(rep: BenchReport): string {
       );
     }
   } else if (s) lines.push(`streams: ${s.status} (${s.note})`);
+  const hw = rep.high_water;
+  if (hw)
+    lines.push(
+      `high-water memory${hw.quick ? ' (quick: a shorter burst, followed for less than a minute)' : ''}: fresh gateway ${r1(hw.fresh_rss_mb, 0)} MB; warmed up and idle (pre-load) ${r1(hw.pre_rss_mb, 0)} MB; ` +
+        `peak under ${hw.connections} connections for ${hw.load_s} s ${r1(hw.peak_rss_mb, 0)} MB (${hw.ok} ok, ${hw.failed} failed); ${hw.after_s} s after ${r1(hw.after_rss_mb, 0)} MB (${r1(hw.after_over_pre, 2)}x pre-load; ` +
+        (hw.back_within_20pct_s === null ? 'not back within 20%' : `within 20% after ${hw.back_within_20pct_s} s`) +
+        `); RSS every 10 s after the load: ${hw.series.filter(([t]) => t % 10 === 0).map(([, v]) => v.toFixed(0)).join(' ')} MB.`,
+    );
   lines.push('');
   lines.push('ratios (median over rounds of back-to-back measurements; in brackets: per round, and from the table\'s row medians):');
   for (const [k, v] of Object.entries(rep.ratios)) {

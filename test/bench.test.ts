@@ -37,6 +37,8 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     startupSamples: 1,
     streams: { count: 20, events: 5, paceMs: 5, rampMs: 0 },
     streamsTunedFlags: null,
+    // The high-water section, tiny: a burst of 50 connections, the RSS followed for 1 s.
+    highWater: { connections: 50, loadS: 0.3, afterS: 1, warmupS: 0 },
     only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwoff-openai', 'gwall-openai'],
     // --profile: the summary must be the serving process's (the gateways started only to
     // time start-up, or replaced by a re-execution, leave start-up-only profiles).
@@ -113,6 +115,17 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     }
     t.ok(cpu?.plain && cpu.gateway, 'both targets measured');
     t.match(formatTable(rep), /streams, CPU in cores of \d+: direct: mock [\d.]+, load generator [\d.]+, machine [\d.]+; plain proxy: target [\d.]+ \([\d.]+ µs\/event\)/, 'printed with the table');
+  }
+  const hw = rep.high_water;
+  t.ok(hw, 'the high-water section ran');
+  if (hw) {
+    t.equal(hw.failed, 0, 'no request of the burst failed');
+    t.ok(hw.ok > 0);
+    t.ok([hw.fresh_rss_mb, hw.pre_rss_mb, hw.peak_rss_mb, hw.after_rss_mb, hw.after_over_pre].every((v) => finite(v) && v > 0), 'the RSS before, at the peak and after');
+    t.same(hw.series.map(([s]) => s), [0, 1], 'the RSS every second after the load');
+    t.equal(hw.quick, true, 'shorter than a minute: labelled quick');
+    t.match(formatTable(rep), /high-water memory \(quick: [^)]*\): fresh gateway \d+ MB; warmed up and idle \(pre-load\) \d+ MB; peak under 50 connections/, 'printed with the table');
+    t.ok(rep.targets.some((x) => x.name.startsWith('RSS after 50 connections, back within 20%')), 'judged as a target');
   }
   t.ok(finite(rep.ratios['passthrough gateway/plain']) && rep.ratios['passthrough gateway/plain']! > 0, 'paired ratio measured');
   t.equal(rep.ratios_paired_rounds?.['passthrough gateway/plain']?.length, 1, 'one paired ratio per round');
