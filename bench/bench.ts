@@ -36,6 +36,9 @@ import { claudeCodeBody, claudeCodeChatBody, checkClaudeCodeUpstream } from './m
 import {
   PROJECT_ROOT,
   BENCH_CLIENT_KEY,
+  BENCH_LIMITED_KEY,
+  redisDown,
+  dropRedisKeys,
   availability,
   forkReady,
   startGateway,
@@ -83,6 +86,13 @@ export interface BenchOptions {
    * shipped: usage store and metrics on): what observability costs.
    */
   observability: boolean;
+  /**
+   * A row for a gateway whose key has rpm, tpm and budget limits counted in
+   * Redis (BENCH_REDIS_URL, default redis://127.0.0.1:6379), beside the main
+   * gateway (no limits): what limits cost on the request path. Not run, with
+   * a note, when no Redis answers.
+   */
+  limits: boolean;
   /** Also run the streams test on a gateway started with these node flags (tuned memory). */
   streamsTunedFlags: string[] | null;
   /** High-water memory: a burst of connections on a fresh gateway, then its RSS for a while (bench/highwater.ts); null: not run. */
@@ -127,6 +137,7 @@ export const RATIOS: [string, string, string][] = [
   ['passthrough 2 workers / 1 worker', 'gw2-openai', 'gw-openai'],
   ['observability as shipped / off', 'gw-openai', 'gwoff-openai'],
   ['observability with traces / off', 'gwall-openai', 'gwoff-openai'],
+  ['limits with Redis / none', 'gwlim-openai', 'gw-openai'],
 ];
 
 /** Ratios that no target is judged on, with the reason printed next to them. */
@@ -153,6 +164,7 @@ export const FULL: BenchOptions = {
   heavy: HEAVY_DEFAULT,
   altTransport: true,
   observability: true,
+  limits: true,
   streamsTunedFlags: ['--max-semi-space-size=16'],
   highWater: HIGH_WATER_FULL,
   startupSamples: 3,
@@ -206,7 +218,7 @@ function chatBody(model: string, tokens: number, stream: boolean): string {
   return JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_completion_tokens: tokens, ...(stream ? { stream: true } : {}) });
 }
 
-export function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string; gwOff?: string; gwAll?: string }, transports: { main: string; alt: string }): RowDef[] {
+export function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string; gwOff?: string; gwAll?: string; gwLim?: string; gwLimNa?: string }, transports: { main: string; alt: string }): RowDef[] {
   const n = o.tokens;
   const rows: RowDef[] = [];
   const auth = { authorization: `Bearer ${BENCH_CLIENT_KEY}` };
@@ -502,6 +514,21 @@ export function buildRows(o: BenchOptions, avail: Availability, origins: { mock:
       heavyRow('gw2-heavy', `gateway ×2 workers · Anthropic translated, ${heavyKb} KB conversation`, 'gateway-2w', 'gateway2', origins.gw2, origins.gw2 ? undefined : 'the 2-worker gateway did not start', false),
     );
   }
+  if (o.limits)
+    rows.push({
+      id: 'gwlim-openai',
+      label: 'gateway, key with rpm/tpm/budget limits in Redis · OpenAI passthrough',
+      target: 'gateway',
+      path: 'passthrough',
+      stream: false,
+      format: 'openai-chat',
+      c32: true,
+      c1: true,
+      baseline: 'direct-chat',
+      group: 'gatewayLim',
+      na: origins.gwLim ? undefined : (origins.gwLimNa ?? 'the gateway with limits did not start'),
+      spec: origins.gwLim ? { origin: origins.gwLim, path: '/v1/chat/completions', headers: { authorization: `Bearer ${BENCH_LIMITED_KEY}` }, body: chatBody('bench/openai', n, false), stream: false } : undefined,
+    });
   // Stream rows next to their plain rows in the table.
   const order = (r: RowDef) => rows.indexOf(rows.find((x) => x.id === r.id.replace(/-stream$/, '')) ?? r) + (r.stream ? 0.5 : 0);
   rows.sort((a, b) => order(a) - order(b));
@@ -621,6 +648,9 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
   const procs: Proc[] = [];
   const dirs: string[] = [];
   const profDir = o.profile ? mkdtempSync(path.join(os.tmpdir(), 'gw-bench-prof-')) : undefined;
+  const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+  /** The Redis keys of this run's limits gateway, deleted at the end. */
+  let redisPrefix: string | undefined;
   let sampler: RssSampler | undefined;
   try {
     log(o, `mock upstream, plain proxy${o.portkey ? ', Portkey' : ''} and gateway starting…`);
@@ -669,7 +699,20 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     let gwAll: GatewayProc | undefined;
     if (wants('gwoff-openai')) gwOff = await startGateway({ ...gwOpts, observability: 'off', cpuProfDir: undefined }).catch((err) => (log(o, `observability off: ${(err as Error).message}`), undefined));
     if (wants('gwall-openai')) gwAll = await startGateway({ ...gwOpts, observability: 'all', cpuProfDir: undefined }).catch((err) => (log(o, `observability all on: ${(err as Error).message}`), undefined));
-    for (const g of [gwOff, gwAll]) {
+    // What limits cost: a key with rpm, tpm and a budget, counted in Redis, against the main gateway (no limits).
+    let gwLim: GatewayProc | undefined;
+    let gwLimNa: string | undefined;
+    if (o.limits && (!o.only || o.only.includes('gwlim-openai'))) {
+      const down = await redisDown(redisUrl);
+      if (down) {
+        gwLimNa = `no Redis answers at ${redisUrl} (${down}; set BENCH_REDIS_URL): limits not measured`;
+        log(o, gwLimNa);
+      } else {
+        redisPrefix = `mgbench:${process.pid}:${Date.now()}:`;
+        gwLim = await startGateway({ ...gwOpts, limits: { redisUrl, keyPrefix: redisPrefix }, cpuProfDir: undefined }).catch((err) => (log(o, `limits: ${(err as Error).message}`), undefined));
+      }
+    }
+    for (const g of [gwOff, gwAll, gwLim]) {
       if (!g) continue;
       procs.push(g);
       dirs.push(g.dir);
@@ -690,6 +733,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       gwAlt: gwAlt && `http://127.0.0.1:${gwAlt.port}`,
       gwOff: gwOff && `http://127.0.0.1:${gwOff.port}`,
       gwAll: gwAll && `http://127.0.0.1:${gwAll.port}`,
+      gwLim: gwLim && `http://127.0.0.1:${gwLim.port}`,
+      gwLimNa,
     }, transports);
     const groups = new Map<string, () => number[]>([
       ['gateway', () => gw.pids()],
@@ -701,6 +746,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (gwAlt) groups.set('gatewayAlt', () => gwAlt.pids());
     if (gwOff) groups.set('gatewayOff', () => gwOff.pids());
     if (gwAll) groups.set('gatewayAll', () => gwAll.pids());
+    if (gwLim) groups.set('gatewayLim', () => gwLim.pids());
     const ours = () => [process.pid, ...procs.flatMap((p) => ('pids' in p ? (p as GatewayProc).pids() : [p.pid]))];
     const cpu0 = { machine: machineBusySeconds(), ours: cpuSeconds(ours()), at: performance.now() };
     sampler = new RssSampler(groups, 100);
@@ -1024,6 +1070,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     sampler?.stop();
     for (const p of procs.reverse()) await p.stop().catch(() => {});
     for (const d of dirs) removeDir(d);
+    if (redisPrefix) await dropRedisKeys(redisUrl, redisPrefix).catch(() => {});
   }
 }
 
@@ -1062,6 +1109,12 @@ function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, numbe
   const pass = byId.get('gw-openai')?.c1;
   const lim = (name: string, v: number | undefined, goal: number) =>
     t.push({ name, goal: `<= ${goal} ms`, value: v === undefined ? 'n/a' : `${v.toFixed(3)} ms`, met: v === undefined ? null : v <= goal });
+  const limited = byId.get('gwlim-openai');
+  if (limited) {
+    rat('limits in Redis (rpm, tpm, budget) req/s vs no limits', 'limits with Redis / none', 0.9);
+    const c1 = limited.c1 && pass ? limited.c1.p50_ms - pass.p50_ms : undefined;
+    lim('limits in Redis added latency p50 (c=1) vs no limits', c1, 0.3);
+  }
   lim('passthrough added latency p50 (c=1)', pass?.added_p50_ms, 0.3);
   lim('passthrough added latency p99 (c=1)', pass?.added_p99_ms, 1);
   if (streams && 'gateway' in streams) {
@@ -1126,6 +1179,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--no-workers') o.workers2 = false;
     else if (a === '--no-observability') o.observability = false;
     else if (a === '--no-high-water') o.highWater = null;
+    else if (a === '--no-limits') o.limits = false;
     else if (a === '--heavy-messages') o.heavy = { ...(o.heavy ?? FULL.heavy), messages: Number(next()) };
     else if (a === '--heavy-words') o.heavy = { ...(o.heavy ?? FULL.heavy), words: Number(next()) };
     else if (a === '--only') o.only = next().split(',');
@@ -1136,9 +1190,10 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
-          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--no-high-water] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
+          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--no-high-water] [--no-limits] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
           `  [--heavy-messages N] [--heavy-words N]   the heavy request's conversation (default ${FULL.heavy.messages} messages, ${FULL.heavy.words} words per text)\n` +
           '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n' +
+          '  --no-limits: no gateway with a limited key in Redis (row gwlim-openai; BENCH_REDIS_URL, default redis://127.0.0.1:6379)\n' +
           '  --profile: the gateway runs under node --cpu-prof; prints its top functions by self time and writes a flame graph,\n' +
           '    <out DIR>/profile-flame.svg (next to the .cpuprofile with --out -); any profile: node dist/bench/flame.js <file.cpuprofile>\n',
       );

@@ -8,6 +8,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { builtins } from '../plugins/index.js';
 import { extraEndpoints } from '../src/api/index.js';
 
@@ -16,6 +18,8 @@ export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.
 const DIST = path.join(PROJECT_ROOT, 'dist');
 
 export const BENCH_CLIENT_KEY = 'gw-bench-client-key-0123456789abcdef';
+/** A key of gateway.yaml with limits (GatewayOptions.limits): rpm, tpm and a daily budget, none of which the benchmark reaches. */
+export const BENCH_LIMITED_KEY = 'gw-bench-limited-key-0123456789abcdef';
 
 export interface Proc {
   pid: number;
@@ -152,6 +156,12 @@ export interface GatewayOptions {
    * mock's OTLP endpoint).
    */
   observability?: 'default' | 'off' | 'all';
+  /**
+   * The key BENCH_LIMITED_KEY with rpm, tpm and budget limits (the models
+   * priced, so that the budget reserves and settles real amounts), counted in
+   * Redis at `redisUrl` under `keyPrefix`: what limits cost on the request path.
+   */
+  limits?: { redisUrl: string; keyPrefix: string };
 }
 
 export interface GatewayProc extends Proc {
@@ -176,7 +186,7 @@ export function gatewayYaml(o: GatewayOptions, port: number): string {
   - id: ${id}
     endpoints: [chat_completions, responses${o.avail.messages ? ', messages' : ''}]
     context_window: 128000
-    max_output_tokens: 8192
+    max_output_tokens: 8192${o.limits ? '\n    pricing: { input: 0.4, output: 1.6 }' : ''}
     deployments: [{ provider: ${prov}, model: ${upstream} }]`;
   let providers = provider('openai', o.avail.openai.family, o.avail.openai.baseUrlPath, 'sk-bench-openai-0123456789');
   let models = model('bench/openai', 'openai', 'gpt-bench') + model('bench/openai-paced', 'openai', `gpt-bench-paced-${pace}`);
@@ -197,10 +207,58 @@ server:
 storage:
   responses_db: ':memory:'${o.observability === 'off' ? '\n  usage:\n    enabled: false' : ''}${o.observability === 'off' ? '\ntelemetry:\n  metrics:\n    enabled: false' : o.observability === 'all' ? `\ntelemetry:\n  otlp_endpoint: ${o.mockOrigin}` : ''}
 routing:
-  max_attempts: 1
+  max_attempts: 1${o.limits ? limitsYaml(o.limits) : ''}
 providers:${providers}
 models:${models}
 `;
+}
+
+function limitsYaml(l: NonNullable<GatewayOptions['limits']>): string {
+  const sha = createHash('sha256').update(BENCH_LIMITED_KEY).digest('hex');
+  // Limits far above what a run sends: every request is admitted, reserved in Redis and settled.
+  return `
+state:
+  redis_url: ${l.redisUrl}
+  key_prefix: "${l.keyPrefix}"
+policies:
+  bench:
+    rpm: 100000000
+    tpm: 1000000000000
+    budget_usd: 1000000
+    budget_period: day
+keys:
+  - { name: bench-limited, sha256: ${sha}, policy: bench }`;
+}
+
+/** Why no Redis answers PING at `url` within a second, or undefined when one does. */
+export async function redisDown(url: string): Promise<string | undefined> {
+  const r = new Redis(url, { lazyConnect: true, connectTimeout: 1000, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  r.on('error', () => {});
+  try {
+    await r.connect();
+    return (await r.ping()) === 'PONG' ? undefined : 'no PONG';
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    r.disconnect();
+  }
+}
+
+/** Delete a run's keys (`prefix*`) from Redis. */
+export async function dropRedisKeys(url: string, prefix: string): Promise<void> {
+  const r = new Redis(url, { lazyConnect: true, connectTimeout: 1000, commandTimeout: 5000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  r.on('error', () => {});
+  try {
+    await r.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      if (keys.length) await r.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    r.disconnect();
+  }
 }
 
 export async function startGateway(o: GatewayOptions): Promise<GatewayProc> {

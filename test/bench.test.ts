@@ -11,6 +11,7 @@ import { runBenchmark, buildRows, servingProfile, FULL } from '../bench/bench.js
 import { HEAVY_DEFAULT, heavyChatBody, expectedAnthropic, checkAnthropicHeavy } from '../bench/heavy.js';
 import { formatTable, svgChart, driftLine, type BenchReport, type RowResult } from '../bench/report.js';
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
+import { redisDown } from '../bench/processes.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
 import { runSinks } from '../bench/sinks.js';
 
@@ -39,7 +40,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     streamsTunedFlags: null,
     // The high-water section, tiny: a burst of 50 connections, the RSS followed for 1 s.
     highWater: { connections: 50, loadS: 0.3, afterS: 1, warmupS: 0 },
-    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwoff-openai', 'gwall-openai'],
+    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwoff-openai', 'gwall-openai', 'gwlim-openai'],
     // --profile: the summary must be the serving process's (the gateways started only to
     // time start-up, or replaced by a re-execution, leave start-up-only profiles).
     profile: true,
@@ -48,10 +49,24 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   });
   t.same(
     rep.rows.map((r) => r.id),
-    ['direct-chat', 'direct-chat-stream', 'plain-chat', 'gw-openai', 'gw-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwalt-openai', 'gwoff-openai', 'gwall-openai', 'gw2-heavy'],
+    ['direct-chat', 'direct-chat-stream', 'plain-chat', 'gw-openai', 'gw-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwalt-openai', 'gwoff-openai', 'gwall-openai', 'gw2-heavy', 'gwlim-openai'],
     'the requested rows and their direct baseline',
   );
+  // The limits row needs a Redis: without one it is there, not measured, saying why.
+  const limRow = rep.rows.find((r) => r.id === 'gwlim-openai')!;
+  const noRedis = await redisDown(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379');
+  if (noRedis) {
+    t.equal(limRow.status, 'n/a');
+    t.match(limRow.note, /no Redis answers at/);
+    t.comment(`no Redis (${noRedis}): the limits row was not measured`);
+  } else {
+    const ratio = rep.ratios['limits with Redis / none'];
+    t.ok(finite(ratio) && ratio! > 0, 'limits with Redis / none: measured');
+    t.equal(rep.targets.find((x) => x.name === 'limits in Redis (rpm, tpm, budget) req/s vs no limits')?.goal, '>= 0.9x', 'the limits ratio is judged');
+    t.match(rep.targets.find((x) => x.name === 'limits in Redis added latency p50 (c=1) vs no limits'), { goal: '<= 0.3 ms', value: /ms$/ }, 'and the added latency');
+  }
   for (const r of rep.rows) {
+    if (r.id === 'gwlim-openai' && noRedis) continue;
     // A heavy row whose probe found the wrong upstream request would be 'failed' here.
     t.equal(r.status, 'ok', `${r.id} ran${r.note ? `: ${r.note}` : ''}`);
     t.ok(finite(r.rps) && r.rps! > 0, `${r.id} req/s`);
