@@ -60,29 +60,40 @@ end
 return {1, '', reset, req + 1, used + res + tok, start, tok, usd}
 `;
 
-// KEYS: window hash, in-flight zset, budget hash, budget holds zset, settled marker.
-// ARGV: id, window start, reserved tokens, actual tokens, reserved micros, actual micros, marker ttl ms, budget ttl ms.
-// The marker makes a settlement count once, however often it is retried.
+// KEYS: window hash, in-flight zset, budget hash ('' without a budget), budget holds zset, then one settled marker per settlement.
+// ARGV: marker ttl ms, budget ttl ms, then per settlement: id, window start, reserved tokens, actual tokens, reserved micros, actual micros.
+// Several settlements of one key (and budget period) in one call. A marker makes a settlement count once,
+// however often it is retried; the number counted now is returned.
 const SETTLE = `
-if not redis.call('SET', KEYS[5], '1', 'NX', 'PX', tonumber(ARGV[7])) then return 0 end
-if redis.call('HGET', KEYS[1], 'start') == ARGV[2] then
-  redis.call('HINCRBY', KEYS[1], 'res', -tonumber(ARGV[3]))
-  redis.call('HINCRBY', KEYS[1], 'used', tonumber(ARGV[4]))
-end
-redis.call('ZREM', KEYS[2], ARGV[1])
-if KEYS[3] ~= '' then
-  if redis.call('ZREM', KEYS[4], ARGV[1] .. ':' .. ARGV[5]) == 1 then redis.call('HINCRBY', KEYS[3], 'res', -tonumber(ARGV[5])) end
-  if tonumber(ARGV[6]) > 0 then
-    redis.call('HINCRBY', KEYS[3], 'spent', tonumber(ARGV[6]))
-    redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[8]))
+local mttl, bttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local done = 0
+for i = 5, #KEYS do
+  local a = 3 + (i - 5) * 6
+  if redis.call('SET', KEYS[i], '1', 'NX', 'PX', mttl) then
+    done = done + 1
+    local id = ARGV[a]
+    if redis.call('HGET', KEYS[1], 'start') == ARGV[a + 1] then
+      redis.call('HINCRBY', KEYS[1], 'res', -tonumber(ARGV[a + 2]))
+      redis.call('HINCRBY', KEYS[1], 'used', tonumber(ARGV[a + 3]))
+    end
+    redis.call('ZREM', KEYS[2], id)
+    if KEYS[3] ~= '' then
+      if redis.call('ZREM', KEYS[4], id .. ':' .. ARGV[a + 4]) == 1 then redis.call('HINCRBY', KEYS[3], 'res', -tonumber(ARGV[a + 4])) end
+      local spent = tonumber(ARGV[a + 5])
+      if spent > 0 then
+        redis.call('HINCRBY', KEYS[3], 'spent', spent)
+        redis.call('PEXPIRE', KEYS[3], bttl)
+      end
+    end
   end
 end
-return 1
+return done
 `;
 
 type Scripted = Redis & {
   gwAdmit(k1: string, k2: string, k3: string, k4: string, ...args: (string | number)[]): Promise<[number, string, number, number, number, number, number?, number?]>;
-  gwSettle(k1: string, k2: string, k3: string, k4: string, k5: string, ...args: (string | number)[]): Promise<number>;
+  /** numkeys, then the keys and the arguments (SETTLE). */
+  gwSettle(...args: (string | number)[]): Promise<number>;
 };
 
 export interface RedisOptions {
@@ -118,10 +129,27 @@ const BUDGET_TTL_MS = 33 * 24 * 3600_000;
 const SETTLED_TTL_MS = 2 * LEASE_MS;
 const PENDING_MAX = 10_000;
 
+/** Settlements per SETTLE call. */
+const SETTLE_BATCH = 200;
+
+/** A key's settlements in calls of at most SETTLE_BATCH. */
+const chunks = (list: Settlement[]): Settlement[][] => Array.from({ length: Math.ceil(list.length / SETTLE_BATCH) }, (_, i) => list.slice(i * SETTLE_BATCH, (i + 1) * SETTLE_BATCH));
+
+interface Settlement {
+  res: Reservation;
+  actual: Estimate;
+  done?: { resolve(): void; reject(err: Error): void };
+}
+
 export class RedisLimits implements LimitStore {
   private r: Scripted;
+  /** Settlements of this turn of the event loop, by key and budget period: sent together at its end. */
+  private queued = new Map<string, Settlement[]>();
+  private flushing = false;
+  /** Whether the connection's socket is corked until the end of this turn (batch()). */
+  private corked = false;
   /** Settlements that failed (Redis down or slow): retried, counted once thanks to their marker. */
-  private pending: { res: Reservation; actual: Estimate }[] = [];
+  private pending: Settlement[] = [];
   private retry: NodeJS.Timeout;
   constructor(
     redis: Redis,
@@ -130,7 +158,7 @@ export class RedisLimits implements LimitStore {
   ) {
     this.r = redis as Scripted;
     this.r.defineCommand('gwAdmit', { numberOfKeys: 4, lua: ADMIT });
-    this.r.defineCommand('gwSettle', { numberOfKeys: 5, lua: SETTLE });
+    this.r.defineCommand('gwSettle', { lua: SETTLE });
     this.retry = setInterval(() => void this.flush(), 1000);
     this.retry.unref();
   }
@@ -141,9 +169,28 @@ export class RedisLimits implements LimitStore {
     return [`${k}:win`, `${k}:par`, period ? `${k}:bd:${period}` : '', period ? `${k}:bdh:${period}` : ''];
   }
 
+  /**
+   * Commands issued from now to the end of this turn of the event loop leave
+   * in one write: under load, the admissions and settlements of many requests
+   * share a system call (on loopback and in containers a write to Redis costs
+   * the sender the whole TCP path), instead of one each. Nothing waits longer
+   * than this turn, and each command keeps its own timeout.
+   */
+  private batch(): void {
+    const stream = (this.r as unknown as { stream?: { writable?: boolean; cork(): void; uncork(): void } }).stream;
+    if (this.corked || !stream?.writable || this.r.status !== 'ready') return;
+    this.corked = true;
+    stream.cork();
+    setImmediate(() => {
+      this.corked = false;
+      stream.uncork();
+    });
+  }
+
   async admit({ key, id, limits, estimate }: AdmitRequest): Promise<AdmitResult> {
     const period = limits.budget_usd !== undefined ? budgetPeriod(limits.budget_period, Date.now()) : undefined;
     const [win, par, bd, bdh] = this.keys(key, period?.id);
+    this.batch();
     const out = await this.r.gwAdmit(
       win,
       par,
@@ -166,28 +213,73 @@ export class RedisLimits implements LimitStore {
     return { ok: true, view, reservation: { key, id, window: start, tokens: out[6] ?? 0, micros: out[7] ?? 0, period: period?.id, parallel: limits.max_parallel !== undefined } };
   }
 
-  async settle(res: Reservation, actual: Estimate): Promise<void> {
-    try {
-      await this.settleNow(res, actual);
-    } catch (err) {
-      if (this.pending.length < PENDING_MAX) this.pending.push({ res, actual });
-      throw err;
-    }
+  /**
+   * Settled at the end of this turn of the event loop, with the other
+   * settlements of the turn: one script call per key (and budget period), in
+   * one write. A settlement that fails waits in `pending` (retried every
+   * second) and rejects.
+   */
+  settle(res: Reservation, actual: Estimate): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const group = `${res.key}\n${res.period ?? ''}`;
+      const list = this.queued.get(group);
+      const s = { res, actual, done: { resolve, reject } };
+      if (list) list.push(s);
+      else this.queued.set(group, [s]);
+      if (!this.flushing) {
+        this.flushing = true;
+        setImmediate(() => this.sendQueued());
+      }
+    });
   }
 
-  private settleNow(res: Reservation, actual: Estimate): Promise<number> {
-    const [win, par, bd, bdh] = this.keys(res.key, res.period);
-    return this.r.gwSettle(win, par, bd, bdh || `${win}:nobdh`, `${this.prefix}settled:{${res.key}}:${res.id}`, res.id, res.window, res.tokens, actual.tokens, res.micros, actual.micros, SETTLED_TTL_MS, BUDGET_TTL_MS);
+  private sendQueued(): Promise<unknown> {
+    this.flushing = false;
+    const groups = [...this.queued.values()];
+    this.queued.clear();
+    this.batch();
+    const sent: Promise<void>[] = [];
+    for (const part of groups.flatMap(chunks))
+      sent.push(
+        this.settleNow(part).then(
+          () => part.forEach((s) => s.done?.resolve()),
+          (err: Error) => {
+            for (const s of part) {
+              if (this.pending.length < PENDING_MAX) this.pending.push({ res: s.res, actual: s.actual });
+              s.done?.reject(err);
+            }
+          },
+        ),
+      );
+    return Promise.all(sent);
   }
 
+  /** One SETTLE call for settlements of one key and budget period. */
+  private settleNow(list: Settlement[]): Promise<number> {
+    const { key, period } = list[0].res;
+    const [win, par, bd, bdh] = this.keys(key, period);
+    const markers = list.map((s) => `${this.prefix}settled:{${key}}:${s.res.id}`);
+    const args: (string | number)[] = [4 + list.length, win, par, bd, bdh || `${win}:nobdh`, ...markers, SETTLED_TTL_MS, BUDGET_TTL_MS];
+    for (const { res, actual } of list) args.push(res.id, res.window, res.tokens, actual.tokens, res.micros, actual.micros);
+    return this.r.gwSettle(...args);
+  }
+
+  /** Send the settlements that failed again, grouped as settle() does. */
   private async flush(): Promise<void> {
     if (!this.pending.length || this.r.status !== 'ready') return;
     const batch = this.pending.splice(0, 500);
-    for (const [i, p] of batch.entries()) {
+    const groups = new Map<string, Settlement[]>();
+    for (const s of batch) {
+      const g = `${s.res.key}\n${s.res.period ?? ''}`;
+      groups.set(g, [...(groups.get(g) ?? []), s]);
+    }
+    const left = [...groups.values()].flatMap(chunks);
+    while (left.length) {
       try {
-        await this.settleNow(p.res, p.actual);
+        await this.settleNow(left[0]);
+        left.shift();
       } catch {
-        this.pending.push(...batch.slice(i));
+        this.pending.push(...left.flat());
         return;
       }
     }
@@ -196,6 +288,7 @@ export class RedisLimits implements LimitStore {
 
   async close(): Promise<void> {
     clearInterval(this.retry);
+    if (this.queued.size) await this.sendQueued();
     await this.flush().catch(() => {});
   }
 }
