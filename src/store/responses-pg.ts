@@ -99,6 +99,7 @@ export function openPostgresResponseStore(url: string, table: string, opts: Stor
   const connect = async (): Promise<pg.Pool> => {
     if (!pool) {
       const { default: PG } = await import('pg');
+      if (closed) throw new StoreError('the response store is closed', 'STORE_CLOSED');
       pool = new PG.Pool({
         connectionString: url,
         max: POOL_SIZE,
@@ -121,7 +122,14 @@ export function openPostgresResponseStore(url: string, table: string, opts: Stor
       client.release(err as Error);
       throw err;
     }
-    if (!closed) opened = pool;
+    // Closed meanwhile (a shutdown during the first operation): close() found no pool to end, or ended this one.
+    if (closed) {
+      const p = pool;
+      pool = undefined;
+      await p?.end().catch(() => undefined);
+      throw new StoreError('the response store is closed', 'STORE_CLOSED');
+    }
+    opened = pool;
     return pool;
   };
 
