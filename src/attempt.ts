@@ -12,8 +12,8 @@
 import type { RequestContext, AttemptInfo, ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome, CountRequest, MessagesCall, ReplicaStore, Target } from './plugin.js';
 import type { DeploymentConfig, ModelConfig, ProviderConfig } from './config/schema.js';
 import type { ChatRequest, ChatUsage, NormalizationEntry } from './types.js';
-import type { Transport } from './upstream.js';
-import type { Authorizer } from './provider.js';
+import type { Transport } from './upstream/transport.js';
+import type { Authorizer } from './provider/http.js';
 
 /** The pipeline's prepareAttempt hooks, in order (LoadedPipeline.prepare). */
 export type PrepareAttempt = <T extends Record<string, unknown>>(ctx: RequestContext, attempt: AttemptInfo, request: T) => T;

@@ -7,9 +7,10 @@
 import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, Target, ReplicaStore } from './plugin.js';
 import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
 import type { RoutingAttempt } from './types.js';
-import type { Transport } from './upstream.js';
-import { TransportError } from './upstream.js';
-import { UpstreamError, MappedEvents } from './provider.js';
+import type { Transport } from './upstream/transport.js';
+import { TransportError } from './upstream/errors.js';
+import { UpstreamError } from './provider/errors.js';
+import { MappedEvents } from './stream/mapped.js';
 import { GatewayError, errors, scrubSecrets, providerSecrets } from './errors.js';
 import { fromChatUsage } from './usage.js';
 import { spanId, traceparentOf } from './tracing.js';

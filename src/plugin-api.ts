@@ -23,42 +23,24 @@ export { slot } from './plugin.js';
 export type { FamilyDefaults, ProviderBlock, GatewayConfig, ClientKey } from './config/load.js';
 export type { ProviderConfig, ModelConfig, DeploymentConfig, Endpoint } from './config/schema.js';
 
-export type {
-  ErrorMapper,
-  OutgoingRequest,
-  Authorizer,
-  Framing,
-  FrameParser,
-  UpstreamCallOptions,
-  EventMapper,
-  BatchSource,
-  JsonEvent,
-} from './provider.js';
-export {
-  upstreamJson,
-  upstreamEvents,
-  upstreamRequest,
-  UpstreamError,
-  MappedEvents,
-  jsonEvents,
-  parseEventJson,
-  parseRetryAfter,
-  unparseable,
-  joinUrl,
-  envelopeError,
-  statusType,
-  sseFraming,
-  ndjsonFraming,
-  NdjsonParser,
-  RESPONSES_TERMINAL,
-} from './provider.js';
+export type { ErrorMapper } from './provider/errors.js';
+export type { OutgoingRequest, Authorizer, UpstreamCallOptions } from './provider/http.js';
+export type { Framing, FrameParser } from './stream/framing.js';
+export type { EventMapper, JsonEvent } from './stream/mapped.js';
+export type { BatchSource } from './stream/batches.js';
+export { upstreamJson, upstreamEvents, upstreamRequest, parseRetryAfter, joinUrl } from './provider/http.js';
+export { UpstreamError, unparseable, envelopeError, statusType } from './provider/errors.js';
+export { MappedEvents, jsonEvents, parseEventJson } from './stream/mapped.js';
+export { sseFraming, ndjsonFraming, NdjsonParser } from './stream/framing.js';
+export { RESPONSES_TERMINAL } from './api/responses-stream.js';
 /** @deprecated envelopeError's earlier name, kept for plugins written against 0.1.0. */
-export { envelopeError as openAIStyleError } from './provider.js';
+export { envelopeError as openAIStyleError } from './provider/errors.js';
 
 export type { SSEEvent } from './sse.js';
 export { SSEParser } from './sse.js';
-export type { Transport, UpstreamRequest, UpstreamResponse } from './upstream.js';
-export { TransportError, readBody } from './upstream.js';
+export type { Transport, UpstreamRequest, UpstreamResponse } from './upstream/transport.js';
+export { TransportError } from './upstream/errors.js';
+export { readBody } from './upstream/body.js';
 export type { ErrorBody, ErrorType } from './errors.js';
 export { GatewayError, errors, clip } from './errors.js';
 export type {

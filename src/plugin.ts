@@ -14,8 +14,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { GatewayConfig, ClientKey, FamilyDefaults } from './config/load.js';
 import type { ProviderConfig, ModelConfig, DeploymentConfig, Endpoint } from './config/schema.js';
-import type { Transport } from './upstream.js';
-import type { Authorizer } from './provider.js';
+import type { Transport } from './upstream/transport.js';
+import type { Authorizer } from './provider/http.js';
 import type { ChatRequest, ChatCompletion, ChatChunk, ChatUsage, RoutingAttempt, NormalizationEntry, DeprecationEntry } from './types.js';
 import type { Logger } from 'pino';
 import type { RequestRecord, UsageMeter } from './usage.js';
@@ -232,7 +232,7 @@ export interface ProviderPlugin {
    * Authorize or sign every upstream request after its body is serialised
    * (a request signature over the final bytes, an OAuth bearer token from a cache):
    * separate from the request mapping, may be async, bounded by the
-   * provider's timeout_ms. See OutgoingRequest in src/provider.ts.
+   * provider's timeout_ms. See OutgoingRequest in src/provider/http.ts.
    */
   authorize?: Authorizer;
   close?(): void | Promise<void>;

@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { once } from 'node:events';
 import { SSE_HEADERS, sseFrame } from './sse.js';
-import { isBatchSource } from './provider.js';
+import { isBatchSource } from './stream/batches.js';
 
 /**
  * A JSON answer through Koa, serialised here: Koa's body setter, given an

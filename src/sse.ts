@@ -5,7 +5,7 @@
 
 /**
  * One upstream stream event. SSE fills `event`, `data` and `id`; another
- * framing (src/provider.ts, Framing) puts its event's type in `event`, its
+ * framing (src/stream/framing.ts, Framing) puts its event's type in `event`, its
  * payload as text in `data`, and a binary framing's message headers (the
  * event stream's `:message-type`, `:exception-type`...) in `headers`.
  */
@@ -18,7 +18,7 @@ export interface SSEEvent {
 
 /**
  * The parser itself, synchronous: text goes in as it arrives, whole events
- * come out. The upstream event stream (src/provider.ts) feeds it from the
+ * come out. The upstream event stream (src/stream/upstream-events.ts) feeds it from the
  * body's 'data' events, so that parsing costs no promise per event.
  */
 export class SSEParser {

@@ -6,7 +6,7 @@ import t from 'tap';
 import type { ChatRequest, ChatChunk, NormalizationEntry } from '../src/types.js';
 import type { ModelConfig } from '../src/config/schema.js';
 import { GatewayError } from '../src/errors.js';
-import { UpstreamError } from '../src/provider.js';
+import { UpstreamError } from '../src/provider/errors.js';
 import { toConverse, vendorOf, JSON_OBJECT_INSTRUCTION } from '../plugins/providers/bedrock/request.js';
 import { fromConverse, mapUsage, finishReason } from '../plugins/providers/bedrock/response.js';
 import { ConverseChunkMapper } from '../plugins/providers/bedrock/stream.js';

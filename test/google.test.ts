@@ -14,7 +14,7 @@ import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
 import { toGemini, traits, guessMime } from '../plugins/providers/google/request.js';
 import { apiBase } from '../plugins/providers/google/index.js';
 import { parseDuration, reclassify } from '../plugins/providers/google/errors.js';
-import { UpstreamError } from '../src/provider.js';
+import { UpstreamError } from '../src/provider/errors.js';
 import type { ChatRequest, NormalizationEntry } from '../src/types.js';
 import type { ModelConfig } from '../src/config/schema.js';
 

@@ -104,7 +104,8 @@ t.test('MappedFrames: the writer maps items itself, with the same frames a plain
 
 t.test('MappedFrames over a provider mapping (MappedEvents): a batch per chunk of events, the same bytes, the upstream let go', async (t) => {
   const { PassThrough } = await import('node:stream');
-  const { UpstreamEvents, MappedEvents } = await import('../src/provider.js');
+  const { UpstreamEvents } = await import('../src/stream/upstream-events.js');
+  const { MappedEvents } = await import('../src/stream/mapped.js');
   const big = 'z'.repeat(4096);
   let released = 0;
   const make = (chunks: string[][]) => {

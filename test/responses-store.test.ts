@@ -25,7 +25,7 @@ import { unitsOf, fitContext } from '../src/api/responses-truncate.js';
 import type { ChatChunk, ChatCompletion } from '../src/types.js';
 import type { ModelConfig } from '../src/config/schema.js';
 import { GatewayError } from '../src/errors.js';
-import { TransportError } from '../src/upstream.js';
+import { TransportError } from '../src/upstream/errors.js';
 import { midStreamError } from '../src/api/common.js';
 import { startGateway, CLIENT_KEY } from './helpers/gateway.js';
 import { sharedFixtures } from './helpers/fixtures.js';
@@ -320,7 +320,7 @@ async function* from(chunks: ChatChunk[], failAfter?: number) {
 const init = { id: 'resp_t', created_at: 1, model: 'x/m', echo: responseEcho({ model: 'x', input: 'y' }) };
 
 t.test('chat chunks -> events in batches: the same events as one by one, a batch per batch of chunks, end events before the store', async (t) => {
-  const { MappedEvents } = await import('../src/provider.js');
+  const { MappedEvents } = await import('../src/stream/mapped.js');
   const list = [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hel' }), chunk({ content: 'lo' }), chunk({}, 'stop')];
   // A batch source of chat chunks: two "chunks of events", of three and one.
   const batched = () => {
@@ -422,7 +422,8 @@ t.test('native passthrough: missing sequence numbers filled, premature end is a 
 });
 
 t.test('native passthrough in batches: upstream batches patched as batches, the store updated before the terminal event, the connection let go at it', async (t) => {
-  const { jsonEvents, RESPONSES_TERMINAL } = await import('../src/provider.js');
+  const { jsonEvents } = await import('../src/stream/mapped.js');
+  const { RESPONSES_TERMINAL } = await import('../src/api/responses-stream.js');
   const resp = (status: string) => ({ id: 'resp_1', model: 'gpt-x', status, output: [], usage: status === 'completed' ? { input_tokens: 1, output_tokens: 2, total_tokens: 3 } : null });
   const all = [
     { type: 'response.created', response: resp('in_progress') },

@@ -72,7 +72,7 @@ models:
 `);
     // GATEWAY_TEST_TRANSPORT must not override what this test asks for.
     gw.gw.core.transport.close();
-    const { createTransport } = await import('../src/upstream.js');
+    const { createTransport } = await import('../src/upstream/index.js');
     gw.gw.core.transport = createTransport(transport as 'undici');
     t.teardown(() => gw.close());
     const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });

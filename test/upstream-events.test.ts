@@ -1,13 +1,16 @@
-// The upstream event stream (src/provider.ts UpstreamEvents) and the
+// The upstream event stream (src/stream/upstream-events.ts) and the
 // synchronous SSE parser under it: events in order whatever the chunking,
 // back-pressure on a consumer that lags, the connection handed back when the
 // consumer stops early, and a broken body as a TransportError. MappedEvents:
 // a provider's synchronous mapping over it, a batch per chunk of events.
 import t from 'tap';
 import { PassThrough } from 'node:stream';
-import { UpstreamEvents, MappedEvents, UpstreamError, type EventMapper } from '../src/provider.js';
+import { UpstreamEvents } from '../src/stream/upstream-events.js';
+import { MappedEvents, type EventMapper } from '../src/stream/mapped.js';
+import { UpstreamError } from '../src/provider/errors.js';
 import { SSEParser, type SSEEvent } from '../src/sse.js';
-import { TransportError, type UpstreamResponse } from '../src/upstream.js';
+import { TransportError } from '../src/upstream/errors.js';
+import type { UpstreamResponse } from '../src/upstream/transport.js';
 
 function upstream() {
   const body = new PassThrough();

@@ -13,8 +13,8 @@ import { AnthropicVertex } from '@anthropic-ai/vertex-sdk';
 import { JWT, gaxios } from 'google-auth-library';
 import { startVertexMock, GOOGLE_TOKEN_URL, CLOUD_PLATFORM_SCOPE, JWT_BEARER, type ServiceAccountKey } from './mocks/vertex.js';
 import { TokenSource, parseServiceAccount, readServiceAccount, signAssertion, CredentialsError, type TokenPost } from '../plugins/providers/vertex/token.js';
-import { UpstreamError } from '../src/provider.js';
-import { TransportError } from '../src/upstream.js';
+import { UpstreamError } from '../src/provider/errors.js';
+import { TransportError } from '../src/upstream/errors.js';
 
 const mock = await startVertexMock({ minCacheTokens: 50 });
 t.teardown(() => mock.close());

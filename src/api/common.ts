@@ -1,7 +1,7 @@
 // Pieces shared by the ingress endpoints.
 import type { RequestContext } from '../plugin.js';
-import { UpstreamError } from '../provider.js';
-import { TransportError } from '../upstream.js';
+import { UpstreamError } from '../provider/errors.js';
+import { TransportError } from '../upstream/errors.js';
 import { GatewayError, type ErrorBody } from '../errors.js';
 
 /** Gateway extension fields: consumed by the gateway, never sent to a provider. */

@@ -13,7 +13,7 @@ import { runTargets, type CoreServices } from '../dispatch.js';
 import type { EndpointSpec } from '../server.js';
 import { validate } from '../validate.js';
 import { errors } from '../errors.js';
-import { unparseable } from '../provider.js';
+import { unparseable } from '../provider/errors.js';
 import { withoutExtensions, runFinalizers } from './common.js';
 import { fromImagesResult } from '../usage.js';
 import { ImagesBody, SIZES, LEGACY_SIZES, QUALITIES, LEGACY_QUALITIES, MAX_IMAGES, type ImagesRequest } from './images-schema.js';

@@ -15,7 +15,8 @@
 // A stream that breaks ends with an `error` event, never with message_stop.
 import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../types.js';
 import type { ErrorBody } from '../errors.js';
-import { BatchIterator, batchesOf, type JsonEvent } from '../provider.js';
+import { BatchIterator, batchesOf } from '../stream/batches.js';
+import type { JsonEvent } from '../stream/mapped.js';
 import { MappedFrames, namedEventFrames } from '../respond.js';
 import { gatewaySignature, messageId, stopReason, usageFromChat, type MessagesUsage } from './messages-map.js';
 

@@ -18,7 +18,7 @@ import type { EndpointSpec } from '../server.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import { validate } from '../validate.js';
 import { GatewayError } from '../errors.js';
-import type { JsonEvent } from '../provider.js';
+import type { JsonEvent } from '../stream/mapped.js';
 import { countInputTokens } from '../count.js';
 import { countChatTokens } from '../tokens.js';
 import { runFinalizers, midStreamError } from './common.js';

@@ -14,8 +14,9 @@
 // never with `response.completed`.
 import type { ChatChunk, ChatUsage, FinishReason, ReasoningDetail } from '../types.js';
 import type { ErrorBody } from '../errors.js';
-import { TransportError } from '../upstream.js';
-import { BatchIterator, batchesOf, RESPONSES_TERMINAL, type JsonEvent } from '../provider.js';
+import { TransportError } from '../upstream/errors.js';
+import { BatchIterator, batchesOf } from '../stream/batches.js';
+import type { JsonEvent } from '../stream/mapped.js';
 import { MappedFrames, namedEventFrames } from '../respond.js';
 import {
   newId,
@@ -31,6 +32,9 @@ import {
   type ResponseEcho,
   type ResponseObject,
 } from './responses-map.js';
+
+/** The Responses API events that end a stream (provider plugins of the same API stop reading there). */
+export const RESPONSES_TERMINAL: ReadonlySet<string> = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
 export type ResponseEvent = { type: string; sequence_number: number; [k: string]: unknown };
 

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { GatewayConfig } from '../config/load.js';
 import type { BodyOptions } from '../body.js';
 import type { LoadedPipeline } from '../pipeline.js';
-import type { Transport } from '../upstream.js';
+import type { Transport } from '../upstream/transport.js';
 import type { CoreServices } from '../dispatch.js';
 import type { ProviderCarry } from '../reload.js';
 

@@ -3,8 +3,7 @@
 // (https://docs.anthropic.com/en/api/errors). The HTTP status is kept on the
 // UpstreamError, so the dispatcher's fallback rules apply unchanged: 529
 // `overloaded_error` is a 5xx and falls back like a 500.
-import type { ErrorMapper } from '../../../src/provider.js';
-import { UpstreamError, statusType } from '../../../src/provider.js';
+import { UpstreamError, statusType, type ErrorMapper } from '../../../src/provider/errors.js';
 import type { ErrorBody } from '../../../src/errors.js';
 
 /** Anthropic `error.type` -> envelope `type` (the OpenAI names clients already branch on). */

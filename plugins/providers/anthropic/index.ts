@@ -4,7 +4,8 @@
 // (response.ts, stream.ts); errors keep their HTTP status (errors.ts).
 import type { ProviderPlugin, ProviderCall, ChatOutcome, CountRequest, MessagesCall, NativeOutcome } from '../../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../../src/types.js';
-import { upstreamJson, upstreamEvents, joinUrl, tokenCount, unparseable, type ErrorMapper } from '../../../src/provider.js';
+import { upstreamJson, upstreamEvents, joinUrl, tokenCount } from '../../../src/provider/http.js';
+import { unparseable, type ErrorMapper } from '../../../src/provider/errors.js';
 import { toAnthropic } from './request.js';
 import { fromAnthropic } from './response.js';
 import { anthropicChunks, messagesEvents } from './stream.js';

@@ -2,7 +2,7 @@
 // docs/providers-anthropic.md "Answers and streams"). Also the pieces the stream mapper shares: finish_reason
 // and usage.
 import type { ChatCompletion, ChatUsage, FinishReason, ReasoningDetail, ToolCall } from '../../../src/types.js';
-import { unparseable } from '../../../src/provider.js';
+import { unparseable } from '../../../src/provider/errors.js';
 import type { ResponsePlan } from './request.js';
 import type * as W from './wire.js';
 

@@ -5,7 +5,8 @@
 // which JSON.parse ignores.
 import type { ChatChunk, ChatUsage, ChunkDelta, FinishReason } from '../../../src/types.js';
 import type { SSEEvent } from '../../../src/sse.js';
-import { parseEventJson, unparseable, MappedEvents, type EventMapper, type JsonEvent } from '../../../src/provider.js';
+import { parseEventJson, MappedEvents, type EventMapper, type JsonEvent } from '../../../src/stream/mapped.js';
+import { unparseable } from '../../../src/provider/errors.js';
 import type { ResponsePlan } from './request.js';
 import { finishReason, mapUsage, completionId } from './response.js';
 import { streamError } from './errors.js';

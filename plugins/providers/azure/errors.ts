@@ -6,7 +6,7 @@
 // `innererror.content_filter_result` (the image API: `inner_error.content_filter_results`)
 // (https://learn.microsoft.com/azure/ai-foundry/openai/concepts/content-filter):
 // the client gets a 400 `content_filter` that names them.
-import type { ErrorMapper } from '../../../src/provider.js';
+import type { ErrorMapper } from '../../../src/provider/errors.js';
 import { openAIError } from '../openai/errors.js';
 import type { AzureErrorBody, FilterResult } from './wire.js';
 

@@ -5,7 +5,7 @@
 //   /openai/v1/responses, /openai/v1/images/generations, the deployment name as `model`;
 // - the dated API, with api_version: /openai/deployments/{deployment}/chat/completions
 //   and /images/generations, /openai/responses (deployment as `model`), each with ?api-version=.
-import { joinUrl } from '../../../src/provider.js';
+import { joinUrl } from '../../../src/provider/http.js';
 
 /** The resource endpoint: an operator's `…/openai` or `…/openai/v1` suffix is tolerated. */
 export function resourceBase(baseUrl: string): string {

@@ -6,7 +6,7 @@
 // annotations of the others removed.
 import type { ChatChunk } from '../../../src/types.js';
 import type { SSEEvent } from '../../../src/sse.js';
-import type { EventMapper } from '../../../src/provider.js';
+import type { EventMapper } from '../../../src/stream/mapped.js';
 import { OpenAIChunkMapper } from '../openai/stream.js';
 import { strip } from './response.js';
 import type { Annotated } from './wire.js';

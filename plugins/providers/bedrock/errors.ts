@@ -8,7 +8,7 @@
 // The status kept on the UpstreamError decides fallback in the dispatcher:
 // 429 and 5xx fall back, 401/403 (the gateway's AWS credentials were refused)
 // fall back, 400 is the caller's fault and is returned at once.
-import { UpstreamError, statusType, type ErrorMapper } from '../../../src/provider.js';
+import { UpstreamError, statusType, type ErrorMapper } from '../../../src/provider/errors.js';
 import type { ErrorBody } from '../../../src/errors.js';
 import { STREAM_EXCEPTIONS } from './wire.js';
 

@@ -8,7 +8,7 @@
 import { EventStreamCodec } from '@smithy/eventstream-codec';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 import type { SSEEvent } from '../../../src/sse.js';
-import type { Framing, FrameParser } from '../../../src/provider.js';
+import type { Framing, FrameParser } from '../../../src/stream/framing.js';
 
 export const EVENT_STREAM_CONTENT_TYPE = 'application/vnd.amazon.eventstream';
 

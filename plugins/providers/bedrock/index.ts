@@ -13,7 +13,7 @@ import { Hash } from '@smithy/hash-node';
 import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../../src/plugin.js';
 import type { ChatRequest } from '../../../src/types.js';
 import type { ProviderBlock } from '../../../src/config/load.js';
-import { upstreamJson, upstreamEvents, joinUrl, type Authorizer, type OutgoingRequest } from '../../../src/provider.js';
+import { upstreamJson, upstreamEvents, joinUrl, type Authorizer, type OutgoingRequest } from '../../../src/provider/http.js';
 import { toConverse } from './request.js';
 import { fromConverse } from './response.js';
 import { converseChunks } from './stream.js';

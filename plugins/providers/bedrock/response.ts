@@ -4,7 +4,7 @@
 // ({type: 'thinking', thinking, signature} / {type: 'redacted_thinking', data}),
 // so a client sends it back the same way whichever family served the turn.
 import type { ChatCompletion, ChatUsage, FinishReason, ReasoningDetail, ToolCall } from '../../../src/types.js';
-import { unparseable } from '../../../src/provider.js';
+import { unparseable } from '../../../src/provider/errors.js';
 import type * as W from './wire.js';
 
 /** stopReason -> finish_reason (API reference: ConverseResponse stopReason). */

@@ -8,7 +8,8 @@
 // messageStop (stopReason) and metadata (usage), the last event.
 import type { ChatChunk, ChunkDelta, FinishReason, ReasoningDetail } from '../../../src/types.js';
 import type { SSEEvent } from '../../../src/sse.js';
-import { parseEventJson, unparseable, MappedEvents, type EventMapper } from '../../../src/provider.js';
+import { parseEventJson, MappedEvents, type EventMapper } from '../../../src/stream/mapped.js';
+import { unparseable } from '../../../src/provider/errors.js';
 import type { ResponsePlan } from './request.js';
 import { finishReason, mapUsage, completionId } from './response.js';
 import { streamException } from './errors.js';

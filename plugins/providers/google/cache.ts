@@ -13,7 +13,8 @@
 // other failures (429, 5xx, network) are retried by the next request.
 import { createHash } from 'node:crypto';
 import type { ProviderCall } from '../../../src/plugin.js';
-import { UpstreamError, upstreamJson } from '../../../src/provider.js';
+import { UpstreamError } from '../../../src/provider/errors.js';
+import { upstreamJson } from '../../../src/provider/http.js';
 import type { CachedContent, CachedContentCreate } from './wire.js';
 import { geminiError, parseDuration } from './errors.js';
 import type { GeminiSite } from './index.js';

@@ -11,7 +11,7 @@
 //   available) is about the gateway's account, so it becomes a 403 (fallback).
 // A 429 RESOURCE_EXHAUSTED carries RetryInfo.retryDelay ("34.4s"), which
 // becomes retryAfterMs (https://cloud.google.com/apis/design/errors#error_details).
-import { UpstreamError, statusType, type ErrorMapper } from '../../../src/provider.js';
+import { UpstreamError, statusType, type ErrorMapper } from '../../../src/provider/errors.js';
 import type { ErrorBody } from '../../../src/errors.js';
 import type { GeminiErrorBody } from './wire.js';
 

@@ -26,7 +26,8 @@
 // image bytes) and debug.normalizations records each difference from the ask.
 import type { ProviderCall, NativeOutcome } from '../../../src/plugin.js';
 import type { NormalizationEntry } from '../../../src/types.js';
-import { upstreamJson, unparseable, UpstreamError } from '../../../src/provider.js';
+import { upstreamJson } from '../../../src/provider/http.js';
+import { unparseable, UpstreamError } from '../../../src/provider/errors.js';
 import { geminiError, reclassify } from './errors.js';
 import type { GeminiSite } from './index.js';
 

@@ -7,7 +7,8 @@
 // too, but URLs end up in logs and traces).
 import type { ProviderPlugin, ProviderCall, ChatOutcome, CountRequest } from '../../../src/plugin.js';
 import type { ChatRequest } from '../../../src/types.js';
-import { upstreamJson, upstreamEvents, UpstreamError, tokenCount } from '../../../src/provider.js';
+import { upstreamJson, upstreamEvents, tokenCount } from '../../../src/provider/http.js';
+import { UpstreamError } from '../../../src/provider/errors.js';
 import type { GenerateContentRequest, GenerateContentResponse } from './wire.js';
 import { toGemini } from './request.js';
 import { toCompletion } from './response.js';

@@ -12,7 +12,8 @@
 // openai SDK's stream helper) would otherwise keep only the last one.
 import type { ChatChunk, ChunkDelta, FinishReason, ReasoningDetail, ChatUsage } from '../../../src/types.js';
 import type { SSEEvent } from '../../../src/sse.js';
-import { UpstreamError, parseEventJson, MappedEvents, type EventMapper } from '../../../src/provider.js';
+import { UpstreamError } from '../../../src/provider/errors.js';
+import { parseEventJson, MappedEvents, type EventMapper } from '../../../src/stream/mapped.js';
 import type { GeminiErrorBody, GenerateContentResponse } from './wire.js';
 import { streamError } from './errors.js';
 import { completionId, mapFinish, mapLogprobs, mapUsage, signatureDetail, toolCallId, codeText, addSearchQueries, withSearches } from './response.js';

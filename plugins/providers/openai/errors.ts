@@ -4,7 +4,7 @@
 // gateway answers with itself, so the answer maps as it is (envelopeError;
 // most OpenAI-compatible servers and Azure answer the same way). A stream
 // that fails after its 200 sends the same object as a chunk's `error`.
-import { UpstreamError, envelopeError, statusType, type ErrorMapper } from '../../../src/provider.js';
+import { UpstreamError, envelopeError, statusType, type ErrorMapper } from '../../../src/provider/errors.js';
 import type { OpenAIErrorObject } from './wire.js';
 
 export const openAIError: ErrorMapper = envelopeError;

@@ -4,7 +4,9 @@
 // patched (the same-API fast path).
 import type { ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome } from '../../../src/plugin.js';
 import type { ChatRequest, ChatCompletion } from '../../../src/types.js';
-import { upstreamJson, upstreamEvents, joinUrl, jsonEvents, tokenCount, RESPONSES_TERMINAL } from '../../../src/provider.js';
+import { upstreamJson, upstreamEvents, joinUrl, tokenCount } from '../../../src/provider/http.js';
+import { jsonEvents } from '../../../src/stream/mapped.js';
+import { RESPONSES_TERMINAL } from '../../../src/api/responses-stream.js';
 import { toOpenAIChat } from './request.js';
 import { countBody, countBodyFromChat } from './count.js';
 import { openAIChunks } from './stream.js';

@@ -5,7 +5,7 @@
 // finish_reason chunk may be repeated, and `[DONE]` may be missing.
 import type { ChatChunk } from '../../../src/types.js';
 import type { SSEEvent } from '../../../src/sse.js';
-import { parseEventJson, MappedEvents, type EventMapper } from '../../../src/provider.js';
+import { parseEventJson, MappedEvents, type EventMapper } from '../../../src/stream/mapped.js';
 import { toolCallId } from './response.js';
 import { streamError } from './errors.js';
 import type { WireChunk, WireDelta } from './wire.js';

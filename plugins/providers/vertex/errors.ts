@@ -7,7 +7,7 @@
 // shape ({"type":"error","error":{"type","message"}}), while Vertex's own
 // (authentication, quota, unknown model) stay Google's: the mapper reads
 // whichever came.
-import type { ErrorMapper } from '../../../src/provider.js';
+import type { ErrorMapper } from '../../../src/provider/errors.js';
 import { geminiError } from '../google/errors.js';
 import { anthropicError } from '../anthropic/errors.js';
 

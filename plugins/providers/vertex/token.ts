@@ -16,8 +16,8 @@
 // the others still get the token.
 import { readFileSync } from 'node:fs';
 import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
-import { TransportError } from '../../../src/upstream.js';
-import { UpstreamError } from '../../../src/provider.js';
+import { TransportError } from '../../../src/upstream/errors.js';
+import { UpstreamError } from '../../../src/provider/errors.js';
 
 export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';

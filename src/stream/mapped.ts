@@ -1,0 +1,122 @@
+// Provider stream mappings: items (chat chunks, JSON events) made from
+// upstream events by a synchronous step per event, read in batches.
+import type { SSEEvent } from '../sse.js';
+import { unparseable } from '../provider/errors.js';
+import { BatchIterator, batchesOf } from './batches.js';
+
+/**
+ * A provider's stream mapping as a synchronous step per upstream event, so
+ * that the writer can map a whole chunk of events to frames with one promise
+ * (where an async generator per provider costs a promise, an iterator result
+ * and several microtasks per event; docs/performance.md, "How streams are
+ * carried").
+ */
+export interface EventMapper<T> {
+  /** Push the items for one event to `out`; return true when this event ends the stream (nothing after it is read). */
+  step(ev: SSEEvent, out: T[]): boolean;
+  /** The upstream ended without a terminal event: push any closing items, or throw (a cut stream must not look finished). */
+  end(out: T[]): void;
+}
+
+/**
+ * Items mapped from upstream events by an EventMapper. An AsyncGenerator for
+ * any consumer; the writer (src/respond.ts) and primeStream use nextBatch(),
+ * which maps every event that arrived together in one go.
+ */
+export class MappedEvents<T> extends BatchIterator<T> {
+  private readonly iter: AsyncIterator<SSEEvent>;
+  private readonly read: () => Promise<SSEEvent[] | null>;
+  private done = false;
+  /** An error raised after some items of the same batch: thrown once those are delivered. */
+  private failed: unknown;
+
+  constructor(
+    source: AsyncIterable<SSEEvent>,
+    private readonly mapper: EventMapper<T>,
+  ) {
+    super();
+    this.iter = source[Symbol.asyncIterator]();
+    this.read = batchesOf(this.iter);
+  }
+
+  /** The items of the next upstream event(s) that made any (at least one), or null at the end. */
+  protected async pull(): Promise<T[] | null> {
+    if (this.failed !== undefined) {
+      const err = this.failed;
+      this.failed = undefined;
+      throw err;
+    }
+    const out: T[] = [];
+    try {
+      while (!this.done && out.length === 0) {
+        const events = await this.read();
+        if (events === null) this.finish(out);
+        else for (let i = 0; i < events.length && !this.done; i++) if (this.mapper.step(events[i], out)) this.terminal();
+      }
+    } catch (err) {
+      this.stop();
+      // What the events before the failing one made still goes out first, as it would have one by one.
+      if (!out.length) throw err;
+      this.failed = err;
+    }
+    return out.length ? out : null;
+  }
+
+  /** Read until the first item is ready (it stays queued for the consumer); false if the stream ended without one. */
+  async prime(): Promise<boolean> {
+    const first = await this.pull();
+    if (!first) return false;
+    this.keep(first);
+    return true;
+  }
+
+  private finish(out: T[]): void {
+    this.done = true;
+    this.mapper.end(out);
+  }
+
+  /** The mapper saw the terminal event: hand the connection back at once. */
+  private terminal(): void {
+    this.done = true;
+    void this.iter.return?.();
+  }
+
+  protected stop(): void {
+    this.dropKept();
+    if (this.done) return;
+    this.done = true;
+    void this.iter.return?.();
+  }
+}
+
+/** An upstream event with its JSON data parsed. */
+export interface JsonEvent {
+  event?: string;
+  data: Record<string, unknown>;
+}
+
+/**
+ * A same-API stream's events with their JSON parsed, read in batches (a
+ * MappedEvents, so the writer frames every event that arrived together at
+ * once). `ends(type)` names the event that ends the stream (the data's
+ * `type`, else the SSE event name): the connection goes back to the pool then.
+ */
+export function jsonEvents(source: AsyncIterable<SSEEvent>, ends: (type: string) => boolean): MappedEvents<JsonEvent> {
+  return new MappedEvents(source, {
+    step(ev, out) {
+      const data = parseEventJson(ev.data);
+      out.push({ event: ev.event, data });
+      return ends(typeof data.type === 'string' ? data.type : (ev.event ?? ''));
+    },
+    end() {},
+  });
+}
+
+/** Parse one SSE data payload, or fail the stream as an upstream fault. */
+export function parseEventJson<T = Record<string, unknown>>(data: string): T {
+  try {
+    return JSON.parse(data) as T;
+  } catch {
+    throw unparseable('the provider sent a stream event that is not JSON');
+  }
+}
