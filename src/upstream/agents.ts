@@ -1,9 +1,9 @@
 // The node:http side shared by the http and proxy transports: one keep-alive
-// agent per provider (pool) and scheme, and the release of a response the
-// consumer stopped reading.
+// agent per provider (pool) and scheme, the body and headers a request is
+// sent with, and the release of a response the consumer stopped reading.
 import type { IncomingMessage, Agent } from 'node:http';
 import { http, https } from '../lazy.js';
-import { poolIn } from './transport.js';
+import { poolIn, type UpstreamRequest } from './transport.js';
 
 /** release() for a node:http response: drain a complete one into the pool, give one still arriving 100 ms. */
 export function releaseIncoming(body: IncomingMessage): void {
@@ -45,4 +45,13 @@ export function createAgents() {
       agents.clear();
     },
   };
+}
+
+/** The body as one Buffer, and the headers node:http sends it with: the plugin's, the host and the length. */
+export function outgoing(r: UpstreamRequest, host: string): { body: Buffer | undefined; headers: Record<string, string> } {
+  const body = r.body === undefined ? undefined : Buffer.isBuffer(r.body) ? r.body : Buffer.from(r.body);
+  const headers: Record<string, string> = { ...r.headers, host };
+  if (body) headers['content-length'] = String(body.length);
+  else if (r.method !== 'GET') headers['content-length'] = '0';
+  return { body, headers };
 }

@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { http, https } from '../lazy.js';
 import type { Transport, UpstreamRequest, UpstreamResponse } from './transport.js';
 import { TransportError, socketError } from './errors.js';
-import { createAgents, releaseIncoming } from './agents.js';
+import { createAgents, outgoing, releaseIncoming } from './agents.js';
 
 /**
  * The same contract on a plain node:http / node:https request with the same
@@ -38,12 +38,9 @@ export function createHttpTransport(): Transport {
       return new Promise<UpstreamResponse>((resolve, reject) => {
         if (r.signal.aborted) return reject(new TransportError('aborted before sending', 'ABORTED'));
         const target = targetOf(r.url);
-        const body = r.body === undefined ? undefined : Buffer.isBuffer(r.body) ? r.body : Buffer.from(r.body);
+        const { body, headers } = outgoing(r, target.host);
         // The listeners below live as long as the response and reach `r`: let them reach it without its body.
         if (r.releaseBody) r = { ...r, body: undefined };
-        const headers: Record<string, string> = { ...r.headers, host: target.host };
-        if (body) headers['content-length'] = String(body.length);
-        else if (r.method !== 'GET') headers['content-length'] = '0';
 
         let settled = false;
         let upstream: IncomingMessage | undefined;

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import type { Transport, UpstreamRequest, UpstreamResponse } from './transport.js';
 import { TransportError, socketError } from './errors.js';
 import { oneShot } from './body.js';
-import { createAgents, releaseIncoming } from './agents.js';
+import { createAgents, outgoing, releaseIncoming } from './agents.js';
 
 const require = createRequire(import.meta.url);
 
@@ -42,12 +42,9 @@ export function createProxyTransport(): Transport {
         if (r.signal.aborted) return reject(new TransportError('aborted before sending', 'ABORTED'));
         const target = new URL(r.url);
         const isHttps = target.protocol === 'https:';
-        const body = r.body === undefined ? undefined : Buffer.isBuffer(r.body) ? r.body : Buffer.from(r.body);
+        const { body, headers } = outgoing(r, target.host);
         // The listeners below live as long as the response and reach `r`: let them reach it without its body.
         if (r.releaseBody) r = { ...r, body: undefined };
-        const headers: Record<string, string> = { ...r.headers, host: target.host };
-        if (body) headers['content-length'] = String(body.length);
-        else if (r.method !== 'GET') headers['content-length'] = '0';
 
         let settled = false;
         let timer: NodeJS.Timeout | undefined;
