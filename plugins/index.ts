@@ -3,7 +3,6 @@
 import type { BuiltinRegistry } from '../src/pipeline.js';
 import auth from './pipeline/auth/index.js';
 import analytics from './pipeline/analytics/index.js';
-import route from './pipeline/route/index.js';
 import normalize from './pipeline/normalize/index.js';
 import debug from './pipeline/debug/index.js';
 import openai from './providers/openai/index.js';
@@ -15,7 +14,8 @@ import bedrock from './providers/bedrock/index.js';
 
 export function builtins(): BuiltinRegistry {
   return {
-    pipeline: { auth, analytics, route, normalize, debug },
+    pipeline: { auth, analytics, normalize, debug },
+    // `route`: the core's validate-and-route step (src/route.ts), placed here.
     defaultPipeline: ['auth', 'analytics', 'route', 'normalize', 'debug'],
     providers: [openai(), anthropic(), google(), vertex(), azure(), bedrock()],
   };

@@ -1,6 +1,11 @@
 // Loads the plugins gateway.yaml lists, checks the contract at start-up, and
 // composes the pipeline. A plugin is a plain object; anything else is refused
 // at once with a message that names the plugin (as Koa's use() does).
+//
+// `route` in the list is not a plugin but the place of the core's own step:
+// the endpoint's validation of the body, then routing (src/route.ts).
+// Plugins ahead of it see the raw body; plugins after it, the validated body
+// and the route slot.
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
@@ -9,6 +14,14 @@ import type { GatewayConfig, LoadOptions } from './config/load.js';
 import { loadConfigText, peekPlugins, ConfigError } from './config/load.js';
 import type { PipelinePlugin, ProviderPlugin, Plugin, RequestContext, AttemptInfo } from './plugin.js';
 import { isProviderPlugin } from './plugin.js';
+import { ROUTE, routeRequest } from './route.js';
+
+/**
+ * The core's validate-and-route step where `route` stands in the list: in
+ * `plugins` (so that `needs: ['route']` and the order checks see it), run by
+ * the runner itself. It reads the key's allowed models (`auth`).
+ */
+const ROUTE_STEP: PipelinePlugin = Object.freeze({ name: ROUTE, needs: ['auth'] });
 
 export class PluginError extends Error {
   constructor(
@@ -21,7 +34,7 @@ export class PluginError extends Error {
 }
 
 export interface BuiltinRegistry {
-  /** Pipeline plugins by name, and the default order when gateway.yaml lists none. */
+  /** Pipeline plugins by name, and the default order when gateway.yaml lists none (`route` included: the routing step's place). */
   pipeline: Record<string, () => PipelinePlugin>;
   defaultPipeline: string[];
   providers: ProviderPlugin[];
@@ -153,9 +166,9 @@ export interface LoadedPipeline {
    */
   beforeBody(ctx: RequestContext): void | Promise<void>;
   /**
-   * Run the pipeline. `validate` runs just before the route plugin: plugins
-   * ahead of it (analytics) see the raw JSON body, and a body the core could
-   * not read is answered there, after their own errors.
+   * Run the pipeline. At the routing step, `validate` runs (a body the core
+   * could not read is answered there, after the errors of the plugins ahead
+   * of it, which see the raw JSON body), then routing (src/route.ts).
    */
   run(ctx: RequestContext, validate: () => void, terminal: () => Promise<void>): Promise<void>;
   prepare<T extends Record<string, unknown>>(ctx: RequestContext, attempt: AttemptInfo, request: T): T;
@@ -208,9 +221,14 @@ async function composePipeline(config: GatewayConfig, registry: BuiltinRegistry,
       }
       plugin = validatePipelinePlugin(exported, where);
       if (e.name && e.name !== plugin.name) throw new PluginError(`${where}: module exports plugin "${plugin.name}", config names it "${e.name}"`, 'PLUGIN_NAME_MISMATCH');
+      if (plugin.name === ROUTE) throw new PluginError(`${where}: "${ROUTE}" is the gateway's routing step, not a plugin name to take: give your plugin another name`, 'PLUGIN_INVALID');
+    } else if (e.name === ROUTE) {
+      if (plugins.includes(ROUTE_STEP)) throw new PluginError(`${where}: "${ROUTE}" is listed twice (the body is validated and routed once)`, 'PLUGIN_DUPLICATE');
+      plugins.push(ROUTE_STEP);
+      continue;
     } else if (e.name) {
       const make = registry.pipeline[e.name];
-      if (!make) throw new PluginError(`${where}: no built-in plugin "${e.name}" (built-ins: ${Object.keys(registry.pipeline).join(', ')}); give \`path\` for a custom one`, 'PLUGIN_UNKNOWN');
+      if (!make) throw new PluginError(`${where}: no built-in plugin "${e.name}" (built-ins: ${[...Object.keys(registry.pipeline), ROUTE].join(', ')}); give \`path\` for a custom one`, 'PLUGIN_UNKNOWN');
       plugin = make();
     } else {
       throw new PluginError(`${where}: give a built-in \`name\` or a module \`path\``, 'PLUGIN_INVALID');
@@ -228,9 +246,10 @@ async function composePipeline(config: GatewayConfig, registry: BuiltinRegistry,
       if (at > i) throw new PluginError(`plugin "${p.name}" needs "${need}", which must come before it in plugins`, 'PLUGIN_ORDER');
     }
   });
-  if (!plugins.some((p) => p.name === 'route')) throw new PluginError('the pipeline has no "route" plugin: requests could not be routed', 'PLUGIN_MISSING_ROUTE');
+  if (!plugins.includes(ROUTE_STEP)) throw new PluginError(`the pipeline has no "${ROUTE}" step: list \`- name: ${ROUTE}\` in plugins where the body is validated and the request routed`, 'PLUGIN_MISSING_ROUTE');
 
-  const handlers = plugins.filter((p) => p.handle);
+  // The routing step runs between the handlers listed before it and those after.
+  const handlers = plugins.filter((p) => p.handle || p === ROUTE_STEP);
   const gates = plugins.filter((p) => p.beforeBody);
   const preparers = plugins.filter((p) => p.prepareAttempt);
 
@@ -248,13 +267,13 @@ async function composePipeline(config: GatewayConfig, registry: BuiltinRegistry,
       }
     },
     run(ctx, validate, terminal) {
-      let validated = false;
       const step = (i: number): Promise<void> => {
-        if (!validated && (i === handlers.length || handlers[i].name === 'route')) {
-          validated = true;
-          validate();
-        }
         if (i === handlers.length) return terminal();
+        if (handlers[i] === ROUTE_STEP) {
+          validate();
+          routeRequest(ctx);
+          return step(i + 1);
+        }
         let called = false;
         return handlers[i].handle!(ctx, () => {
           if (called) return Promise.reject(new Error(`plugin "${handlers[i].name}" called next() twice`));

@@ -1,7 +1,8 @@
 // The plugin contract. Two kinds of plugin exist:
 //
-// - Pipeline plugins (auth, analytics, route, normalize, debug, and custom
-//   ones) run in the order gateway.yaml lists them, Koa-style: `handle(ctx, next)`.
+// - Pipeline plugins (auth, analytics, normalize, debug, and custom ones) run
+//   in the order gateway.yaml lists them, Koa-style: `handle(ctx, next)`,
+//   around the core's routing step (`route` in the list: src/route.ts).
 //   Each declares its `name`, the slots it reads (`needs`), and owns one slot of
 //   per-request state, `ctx.state[name]`. A plugin may also take part in every
 //   attempt of the fallback loop through `prepareAttempt`, a pure function of the

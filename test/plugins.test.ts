@@ -78,7 +78,11 @@ t.test('start-up checks', async (t) => {
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: debug\n  - name: auth\n  - name: route\n`), 'PLUGIN_ORDER', /must come before/);
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - name: nope\n`), 'PLUGIN_UNKNOWN', /no built-in plugin "nope"/);
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - name: auth\n  - name: route\n`), 'PLUGIN_DUPLICATE', /listed twice/);
-  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n`), 'PLUGIN_MISSING_ROUTE', /no "route" plugin/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n`), 'PLUGIN_MISSING_ROUTE', /no "route" step/);
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - name: route\n  - name: route\n`), 'PLUGIN_DUPLICATE', /"route" is listed twice/);
+  // `route` is the core's routing step: a module may not take its name.
+  const fakeRoute = tmpModule("export default { name: 'route', async handle(ctx, next) { await next(); } };");
+  await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${fakeRoute}\n`), 'PLUGIN_INVALID', /"route" is the gateway's routing step/);
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: /nonexistent/plugin.js\n  - name: route\n`), 'PLUGIN_LOAD_FAILED', /cannot load/);
   const notObj = tmpModule('export default 42;');
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${notObj}\n  - name: route\n`), 'PLUGIN_INVALID', /must be an object/);
@@ -86,6 +90,30 @@ t.test('start-up checks', async (t) => {
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${noHandle}\n  - name: route\n`), 'PLUGIN_INVALID', /needs `handle`, `beforeBody` or `prepareAttempt`/);
   const badHandle = tmpModule("export default { name: 'x', handle: 'no' };");
   await startFails(t, openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${badHandle}\n  - name: route\n`), 'PLUGIN_INVALID', /`handle` must be a function/);
+});
+
+t.test('plugins before the routing step see the raw body, plugins after it the validated body and the route slot', async (t) => {
+  const seen: Record<string, unknown>[] = [];
+  (globalThis as any).__routeProbe = seen;
+  const probe = (name: string) =>
+    tmpModule(`export default { name: '${name}', async handle(ctx, next) {
+  globalThis.__routeProbe.push({ name: '${name}', route: ctx.state.route?.primary ?? null, temperature: ctx.body.temperature });
+  await next();
+} };`);
+  const gw = await startGateway(openAIConfig(mock.url, `plugins:\n  - name: auth\n  - path: ${probe('before')}\n  - name: route\n  - path: ${probe('after')}\n`));
+  t.teardown(() => gw.close());
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }], temperature: 0.5 });
+  t.same(seen, [
+    { name: 'before', route: null, temperature: 0.5 },
+    { name: 'after', route: 'openai/gpt-4.1-mini', temperature: 0.5 },
+  ]);
+  seen.length = 0;
+  // A body validation refuses reaches the plugins ahead of the step only.
+  const e: any = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'x' }], temperature: 'hot' } as any).catch((e) => e);
+  t.equal(e.status, 400);
+  t.equal(e.error.param, 'temperature');
+  t.same(seen, [{ name: 'before', route: null, temperature: 'hot' }]);
 });
 
 t.test('a plugin can reject a request with the envelope', async (t) => {
