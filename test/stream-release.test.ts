@@ -6,7 +6,7 @@
 // translated path, for each endpoint that streams (each declares the fields it
 // releases: EndpointSpec.releaseOnStream). Finalizers of a stream then see
 // ctx.body without the conversation; those of a JSON answer see all of it.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -135,13 +135,15 @@ for (const model of ['compat/m', 'anthropic/claude-x']) {
   });
 }
 
-t.test('a Responses stream (translated, store: false) holds no copy of its request either', async (t) => {
+/**
+ * Open a stream, read its first event, collect, and check that nothing of the
+ * request is reachable while it is open; then read it to its `lastType` event.
+ */
+async function heldNothingWhileOpen(t: Test, open: () => Promise<AsyncIterable<{ type: string }>>, lastType: string): Promise<Probe> {
   const p = probe();
   p.refs = [];
   p.seen = [];
-  const input = conversation().map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content as string }));
-  const stream = await client.responses.create({ model: 'anthropic/claude-x', input, stream: true, store: false, max_output_tokens: 100 });
-  const it = stream[Symbol.asyncIterator]();
+  const it = (await open())[Symbol.asyncIterator]();
   const first = await it.next();
   t.notOk(first.done, 'the stream is open');
   await collect();
@@ -151,29 +153,20 @@ t.test('a Responses stream (translated, store: false) holds no copy of its reque
     'nothing of the request is reachable while the stream is still open',
   );
   let done = false;
-  for (let r = await it.next(); !r.done; r = await it.next()) if ((r.value as { type: string }).type === 'response.completed') done = true;
+  for (let r = await it.next(); !r.done; r = await it.next()) if (r.value.type === lastType) done = true;
   t.ok(done, 'the stream completed after the collection');
+  return p;
+}
+
+t.test('a Responses stream (translated, store: false) holds no copy of its request either', async (t) => {
+  const input = conversation().map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content as string }));
+  await heldNothingWhileOpen(t, () => client.responses.create({ model: 'anthropic/claude-x', input, stream: true, store: false, max_output_tokens: 100 }), 'response.completed');
 });
 
 t.test('a Messages API stream (same-API) holds no copy of its request either', async (t) => {
-  const p = probe();
-  p.refs = [];
-  p.seen = [];
   const anth = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
   const messages = conversation().map((m) => ({ role: m.role as 'user' | 'assistant', content: m.content as string }));
-  const stream = await anth.messages.create({ model: 'anthropic/claude-x', system: 'be brief', messages, max_tokens: 100, stream: true });
-  const it = stream[Symbol.asyncIterator]();
-  const first = await it.next();
-  t.notOk(first.done, 'the stream is open');
-  await collect();
-  t.same(
-    p.refs.filter((r) => r.ref.deref() !== undefined).map((r) => r.what),
-    [],
-    'nothing of the request is reachable while the stream is still open',
-  );
-  let stopped = false;
-  for (let r = await it.next(); !r.done; r = await it.next()) if (r.value.type === 'message_stop') stopped = true;
-  t.ok(stopped, 'the stream completed after the collection');
+  const p = await heldNothingWhileOpen(t, () => anth.messages.create({ model: 'anthropic/claude-x', system: 'be brief', messages, max_tokens: 100, stream: true }), 'message_stop');
   t.equal(p.seen.length, 1, 'the finalizer ran at the end of the stream');
   t.notOk(p.seen[0].keys.includes('messages') || p.seen[0].keys.includes('system'), 'a stream finalizer sees the body without the conversation');
   t.ok(p.seen[0].keys.includes('model') && p.seen[0].keys.includes('max_tokens'), 'and with the other fields');
