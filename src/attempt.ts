@@ -9,7 +9,7 @@
 // deployment's model and calls the plugin with the attempt's call (transport,
 // signal, shared state). The loop returns `Served`: the attempt that answered
 // and what the ingress made of it.
-import type { RequestContext, AttemptInfo, ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome, CountRequest, MessagesCall, ReplicaStore, Target } from './plugin.js';
+import type { RequestContext, AttemptInfo, ProviderPlugin, ProviderCall, ChatOutcome, NativeOutcome, CountRequest, MessagesCall, ReplicaStore } from './plugin.js';
 import type { DeploymentConfig, ModelConfig, ProviderConfig } from './config/schema.js';
 import type { ChatRequest, ChatUsage, NormalizationEntry } from './types.js';
 import type { Transport } from './upstream/transport.js';
@@ -28,6 +28,7 @@ export interface AttemptServices {
   transport: Transport;
   shared: { of(p: ProviderConfig): Map<string, unknown> };
   replicas?: { of(p: ProviderConfig): ReplicaStore };
+  /** The pipeline's prepareAttempt hooks (LoadedPipeline.prepare), run on every request an Upstream sends. */
   prepare: PrepareAttempt;
 }
 
@@ -42,8 +43,8 @@ export interface AttemptServices {
 export class Upstream {
   readonly provider: ProviderConfig;
   readonly deployment: DeploymentConfig;
+  /** The target's catalog entry. */
   readonly model: ModelConfig;
-  readonly target: Target;
   /** Record a change made to fit the target (debug.normalizations). */
   readonly note: (entry: NormalizationEntry) => void;
   private readonly authorize: Authorizer | undefined;
@@ -61,7 +62,6 @@ export class Upstream {
     this.provider = attempt.provider;
     this.deployment = attempt.deployment;
     this.model = attempt.target.model;
-    this.target = attempt.target;
     this.note = (e) => ctx.debug.normalizations.push(e);
     this.authorize = plugin.authorize && ((req, c) => plugin.authorize!(req, c));
   }

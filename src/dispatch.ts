@@ -14,7 +14,7 @@ import { MappedEvents } from './stream/mapped.js';
 import { GatewayError, errors, scrubSecrets, providerSecrets } from './errors.js';
 import { fromChatUsage } from './usage.js';
 import { spanId, traceparentOf } from './tracing.js';
-import { Upstream, type AttemptServices, type PrepareAttempt, type Served } from './attempt.js';
+import { Upstream, type AttemptServices, type Served } from './attempt.js';
 
 export interface CoreServices extends AttemptServices {
   transport: Transport;
@@ -23,8 +23,6 @@ export interface CoreServices extends AttemptServices {
   shared: ProviderState;
   /** With shared state (state.redis_url): each provider block's ReplicaStore. */
   replicas?: { of(p: ProviderConfig): ReplicaStore };
-  /** The pipeline's prepareAttempt hooks (LoadedPipeline.prepare), run on every request an Upstream sends. */
-  prepare: PrepareAttempt;
 }
 
 /**
