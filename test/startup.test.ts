@@ -54,7 +54,7 @@ models:
   t.same(await (await fetch(`${g.url}/healthz`)).json(), { status: 'ok' });
   const idle = await loaded(g, out);
   t.notOk(idle.builtins.includes(BUNDLED_UNDICI), "Node's bundled fetch/WebSocket is not loaded");
-  for (const pkg of ['undici', 'ioredis', 'pg', 'http-proxy-3', 'gpt-tokenizer'])
+  for (const pkg of ['undici', 'ioredis', 'pg', 'http-proxy-3', 'gpt-tokenizer', '@smithy'])
     t.same(fromPackage(idle, pkg), [], `${pkg} is not loaded`);
   t.same(idle.threads, [], 'no worker thread: the usage and response stores start theirs on first use');
 

@@ -5,10 +5,19 @@
 // describes the encoding). @smithy/eventstream-codec decodes a message and
 // checks both CRCs; this parser only cuts the byte stream at the lengths the
 // preludes give, synchronously as chunks arrive.
-import { EventStreamCodec } from '@smithy/eventstream-codec';
-import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
+import { createRequire } from 'node:module';
+import type { EventStreamCodec } from '@smithy/eventstream-codec';
 import type { SSEEvent } from '../../../src/sse.js';
 import type { Framing, FrameParser } from '../../../src/stream/framing.js';
+
+const require = createRequire(import.meta.url);
+
+/** The codec, loaded with the first Bedrock stream rather than with the gateway (docs/performance.md, "Start-up"). */
+function newCodec(): EventStreamCodec {
+  const { EventStreamCodec: Codec } = require('@smithy/eventstream-codec') as typeof import('@smithy/eventstream-codec');
+  const { fromUtf8, toUtf8 } = require('@smithy/util-utf8') as typeof import('@smithy/util-utf8');
+  return new Codec(toUtf8, fromUtf8);
+}
 
 export const EVENT_STREAM_CONTENT_TYPE = 'application/vnd.amazon.eventstream';
 
@@ -22,7 +31,7 @@ const PRELUDE_BYTES = 12;
  * message headers by name.
  */
 export class EventStreamParser implements FrameParser {
-  private readonly codec = new EventStreamCodec(toUtf8, fromUtf8);
+  private readonly codec = newCodec();
   private buf: Buffer = Buffer.alloc(0);
 
   push(chunk: Buffer, out: SSEEvent[]): void {

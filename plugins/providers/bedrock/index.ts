@@ -8,8 +8,7 @@
 // the body is serialised, or carry a Bedrock API key as a Bearer token.
 // The Responses API reaches Bedrock through chat (no same-API hook).
 import * as v from 'valibot';
-import { SignatureV4 } from '@smithy/signature-v4';
-import { Hash } from '@smithy/hash-node';
+import type { SignatureV4 } from '@smithy/signature-v4';
 import type { ProviderPlugin, ProviderCall, ChatOutcome } from '../../../src/plugin.js';
 import type { ChatRequest } from '../../../src/types.js';
 import type { ProviderBlock } from '../../../src/config/load.js';
@@ -59,6 +58,8 @@ export const authorize: Authorizer = async (req: OutgoingRequest, call: Provider
   const key = `bedrock-signer:${call.provider.name}`;
   let signer = call.shared.get(key) as SignatureV4 | undefined;
   if (!signer) {
+    // The AWS signing code loads with the first signed request, not with the gateway (docs/performance.md, "Start-up").
+    const [{ SignatureV4 }, { Hash }] = await Promise.all([import('@smithy/signature-v4'), import('@smithy/hash-node')]);
     signer = new SignatureV4({ service: 'bedrock', region: call.provider.region, credentials: creds, sha256: Hash.bind(null, 'sha256') });
     call.shared.set(key, signer);
   }
