@@ -45,7 +45,8 @@ export async function startGatewayProcess(
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), cli, 'start'], { env: { ...process.env, PORT: '0', GATEWAY_CONFIG: file, HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const stop = () => {
     child.kill('SIGKILL');
-    fs.rmSync(dir, { recursive: true, force: true });
+    // A cluster worker still starting (it creates the stores' folder) lives until it sees the primary gone: retry a folder it is writing into.
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 25 });
   };
   t.teardown(stop);
   let out = '';
