@@ -118,8 +118,10 @@ export async function runSinks(o: { records: number; rounds: number; print?: boo
       const keep = (sink: SinkCost['sink'], us: number) => round > 0 && add(sink, us);
       keep('metrics', await cpuPerRecord(records, o.records, metrics.record, async () => {}));
       const usage = new UsageRecorder({ ...config.storage.usage, queue_size: o.records + 1 }, quiet);
-      usage.attach(await openUsageBackend({ ...config, dir, storage: { ...config.storage, usage: { ...config.storage.usage, db: path.join(dir, `usage-${round}.db`) } } }));
-      await usage.flush();
+      const backend = await openUsageBackend({ ...config, dir, storage: { ...config.storage, usage: { ...config.storage.usage, db: path.join(dir, `usage-${round}.db`) } } });
+      // The SQLite store starts its thread on its first call: started here, not charged to the records.
+      await backend.prune(0);
+      usage.attach(backend);
       keep('usage store', await cpuPerRecord(records, o.records, (r) => usage.record(r), () => usage.flush()));
       await usage.close();
       keep('traces', await cpuPerRecord(records, o.records, (r) => traces.record(r), () => traces.flush()));

@@ -13,7 +13,6 @@ import { formatTable, svgChart, driftLine, type BenchReport, type RowResult } fr
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
 import { redisDown } from '../bench/processes.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
-import { runSinks } from '../bench/sinks.js';
 
 const finite = (n: unknown) => typeof n === 'number' && Number.isFinite(n);
 
@@ -341,13 +340,4 @@ t.test('--profile summarises the newest profile: the serving process, not the st
   });
   fs.writeFileSync(path.join(dir, 'notes.txt'), '');
   t.equal(servingProfile(dir), names[2], 'the last one written, whatever its name');
-});
-
-t.test('bench:sinks: the CPU per record of the metrics, the usage store, the exporter and the access log', async (t) => {
-  const out = await runSinks({ records: 500, rounds: 1, print: false });
-  t.same(
-    out.map((s) => s.sink),
-    ['metrics', 'usage store', 'traces', 'access log'],
-  );
-  for (const s of out) t.ok(finite(s.us_per_record) && s.us_per_record > 0 && s.rounds.length === 1, `${s.sink}: ${s.us_per_record} µs a record`);
 });
