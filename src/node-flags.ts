@@ -66,17 +66,20 @@ export const STARTUP_V8_FLAGS: readonly (readonly [string, string])[] = [['--sem
 
 let held: (readonly [string, string])[] = [];
 
-/** Set STARTUP_V8_FLAGS the operator left alone (command line, NODE_OPTIONS, `server.node_flags`); releaseStartupV8Flags() sets them back. */
-export function holdStartupV8Flags(nodeFlags: readonly string[]): void {
-  const set = new Set(defaultFlagsToSet(STARTUP_V8_FLAGS.map(([f]) => f), nodeFlags));
+/** Set STARTUP_V8_FLAGS the operator left alone (command line, NODE_OPTIONS, `server.node_flags`); releaseStartupV8Flags() sets them back. Returns the flags set. */
+export function holdStartupV8Flags(nodeFlags: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
+  const set = new Set(defaultFlagsToSet(STARTUP_V8_FLAGS.map(([f]) => f), nodeFlags, execArgv, nodeOptions));
   held = STARTUP_V8_FLAGS.filter(([f]) => set.has(f));
   for (const [f] of held) v8.setFlagsFromString(f);
+  return held.map(([f]) => f);
 }
 
-/** The gateway is ready: V8's own values for the flags holdStartupV8Flags() set. */
-export function releaseStartupV8Flags(): void {
-  for (const [, f] of held) v8.setFlagsFromString(f);
+/** The gateway is ready: V8's own values for the flags holdStartupV8Flags() set. Returns the flags set. */
+export function releaseStartupV8Flags(): string[] {
+  const released = held.map(([, f]) => f);
+  for (const f of released) v8.setFlagsFromString(f);
   held = [];
+  return released;
 }
 
 /**

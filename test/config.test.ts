@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigText, ConfigError, sha256Hex } from '../src/config/load.js';
 import { builtins } from '../plugins/index.js';
 import { familiesOf } from '../src/cli.js';
-import { applyStartFlags, defaultFlagsToSet, missingNodeFlags, relaunchWithNodeFlags, RUNTIME_V8_FLAGS, START_NODE_FLAGS, startDefaults, workerExecArgv } from '../src/node-flags.js';
+import { applyStartFlags, defaultFlagsToSet, holdStartupV8Flags, missingNodeFlags, relaunchWithNodeFlags, releaseStartupV8Flags, RUNTIME_V8_FLAGS, START_NODE_FLAGS, startDefaults, workerExecArgv } from '../src/node-flags.js';
 import { peekNodeFlags } from '../src/config/load.js';
 import { startMock, sse } from './mocks/server.js';
 
@@ -215,6 +215,14 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], ['--allocation_site_pretenuring'], ''), [], 'so does the command line, in either spelling');
   t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], [], '--max-old-space-size=900 --no-allocation-site-pretenuring'), [], 'and NODE_OPTIONS');
   t.same(defaultFlagsToSet(['--no-foo', '--bar=1'], ['--baz'], ['--nothing'], ''), ['--no-foo', '--bar=1'], 'other flags do not count');
+  // The young generation held at its size while the gateway starts, V8's own growth once it is ready.
+  t.same(holdStartupV8Flags([], [], ''), ['--semi-space-growth-factor=1'], 'held when nobody named the flag');
+  t.same(releaseStartupV8Flags(), ['--semi-space-growth-factor=2'], "V8's own factor once ready");
+  t.same(releaseStartupV8Flags(), [], 'released once');
+  t.same(holdStartupV8Flags(['--semi-space-growth-factor=4'], [], ''), [], 'server.node_flags naming it wins');
+  t.same(holdStartupV8Flags([], ['--semi_space_growth_factor=3'], ''), [], 'so does the command line');
+  t.same(holdStartupV8Flags([], [], '--semi-space-growth-factor=3'), [], 'and NODE_OPTIONS');
+  t.same(releaseStartupV8Flags(), [], 'nothing held: nothing set back');
   t.same(START_NODE_FLAGS, ['--max-semi-space-size=32']);
   t.same(startDefaults(24 * 2 ** 30), ['--max-semi-space-size=32'], 'the cap on a host where V8 would use 64 MB semi-spaces');
   t.same(startDefaults(4 * 2 ** 30), ['--max-semi-space-size=32'], 'from 4 GiB up');
