@@ -32,7 +32,8 @@ import { pathToFileURL } from 'node:url';
 import { throughput, serial, manyStreams, percentile, type RequestSpec, type StreamFormat, type ThroughputResult, type StreamCheck } from './load.js';
 import { expectedText, tokenText, type Protocol } from './mock-upstream.js';
 import { HEAVY_DEFAULT, heavyChatBody, checkAnthropicHeavy, type HeavyOptions } from './heavy.js';
-import { claudeCodeBody, claudeCodeChatBody, checkClaudeCodeUpstream } from './messages.js';
+import { claudeCodeBody, claudeCodeChatBody, checkClaudeCodeUpstream, checkMessagesUpstream } from './messages.js';
+import { AGENT_SIZES, agentChatBody, agentMessagesBody, checkAgentAnthropic, checkAgentPassthrough } from './agent.js';
 import {
   PROJECT_ROOT,
   BENCH_CLIENT_KEY,
@@ -97,6 +98,14 @@ export interface BenchOptions {
   streamsTunedFlags: string[] | null;
   /** High-water memory: a burst of connections on a fresh gateway, then its RSS for a while (bench/highwater.ts); null: not run. */
   highWater: HighWaterOptions | null;
+  /**
+   * Agent conversations of these sizes in bytes (bench/agent.ts): passthrough,
+   * chat → Anthropic and Messages → OpenAI, each beside the plain proxy with
+   * the same body, on a gateway of their own; empty: none.
+   */
+  bodySizes: number[];
+  /** Seconds to wait after the load before the agent rows' gateway's RSS is read again (memory back to its baseline). */
+  bodiesSettleS: number;
   /** Only these row ids (plus their baselines); absent: all. */
   only?: string[];
   startupSamples: number;
@@ -140,6 +149,28 @@ export const RATIOS: [string, string, string][] = [
   ['limits with Redis / none', 'gwlim-openai', 'gw-openai'],
 ];
 
+/**
+ * CPU per request of the gateway against the plain proxy carrying the same
+ * body, paired like RATIOS (lower is better): [name, numerator row,
+ * denominator row, most allowed]. One triple per agent conversation size.
+ */
+export function cpuRatios(sizes: readonly number[]): [string, string, string, number][] {
+  return sizes.flatMap((b) => {
+    const k = agentKb(b);
+    return [
+      [`agent ${k} passthrough CPU/req gateway/plain`, `gw-agent-${k}`, `plain-agent-${k}`, 1.1],
+      [`agent ${k} chat → Anthropic CPU/req gateway/plain`, `gw-agent-${k}-anthropic`, `plain-agent-${k}`, 1.3],
+      [`agent ${k} Messages → OpenAI CPU/req gateway/plain`, `gw-agent-msg-${k}`, `plain-agent-msg-${k}`, 1.3],
+    ] as [string, string, string, number][];
+  });
+}
+
+/** Connections of the agent rows: enough to keep one gateway process busy, few enough to answer many requests in a paired run. */
+const AGENT_CONNECTIONS = 4;
+
+/** `30k` for 30,000 bytes: the agent rows' ids. */
+export const agentKb = (bytes: number) => `${Math.round(bytes / 1000)}k`;
+
 /** Ratios that no target is judged on, with the reason printed next to them. */
 export const RATIO_NOTES: Record<string, string> = {
   'passthrough plain/portkey':
@@ -167,6 +198,8 @@ export const FULL: BenchOptions = {
   limits: true,
   streamsTunedFlags: ['--max-semi-space-size=16'],
   highWater: HIGH_WATER_FULL,
+  bodySizes: [...AGENT_SIZES],
+  bodiesSettleS: 60,
   startupSamples: 3,
   profile: false,
   log: 'file',
@@ -203,6 +236,14 @@ export interface RowDef {
   na?: string;
   /** Measured at 32 connections (all but the direct baselines of translated protocols). */
   c32: boolean;
+  /**
+   * Connections of that measurement instead of `--connections`, and its paired
+   * runs' length instead of the pair length: the agent rows (a 400 KB request
+   * takes milliseconds of CPU; 32 in flight would make a paired run of a second
+   * end with most of its requests unanswered).
+   */
+  connections?: number;
+  pairS?: number;
   c1: boolean;
   /** Row id of the direct baseline for added latency. */
   baseline?: string;
@@ -218,7 +259,12 @@ function chatBody(model: string, tokens: number, stream: boolean): string {
   return JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_completion_tokens: tokens, ...(stream ? { stream: true } : {}) });
 }
 
-export function buildRows(o: BenchOptions, avail: Availability, origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string; gwOff?: string; gwAll?: string; gwLim?: string; gwLimNa?: string }, transports: { main: string; alt: string }): RowDef[] {
+export function buildRows(
+  o: BenchOptions,
+  avail: Availability,
+  origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string; gwOff?: string; gwAll?: string; gwLim?: string; gwLimNa?: string; gwBodies?: string },
+  transports: { main: string; alt: string },
+): RowDef[] {
   const n = o.tokens;
   const rows: RowDef[] = [];
   const auth = { authorization: `Bearer ${BENCH_CLIENT_KEY}` };
@@ -441,6 +487,64 @@ export function buildRows(o: BenchOptions, avail: Availability, origins: { mock:
     spec: avail.messages ? { origin: gw, path: '/v1/messages', headers: messagesAuth, body: ccBody, stream: false } : undefined,
     upstreamCheck: { protocol: 'openai-chat', check: (body) => checkClaudeCodeUpstream(body, 'gpt-bench', n) },
   });
+  // Agent conversations (bench/agent.ts) of each size: the plain proxy with
+  // the chat body and with the Messages body, and the gateway passing the chat
+  // body through to OpenAI, translating it to Anthropic, and translating the
+  // Messages body to OpenAI. On a gateway of their own (group gatewayBodies),
+  // so that its memory after the load is theirs. Measured at 32 connections.
+  for (const bytes of o.bodySizes) {
+    const k = agentKb(bytes);
+    const plainChat = agentChatBody('gpt-bench', n, bytes);
+    const plainMsgs = agentMessagesBody('claude-bench', n, bytes);
+    const kb = (body: string) => `${Math.round(Buffer.byteLength(body) / 1024)} KB (${AGENT_CONNECTIONS} conn.)`;
+    const gwb = origins.gwBodies;
+    const gwNa = gwb ? undefined : 'the agent rows\' gateway did not start';
+    const row = (id: string, label: string, target: TargetKind, path: string, format: StreamFormat, group: string, spec: RequestSpec | undefined, na: string | undefined, upstreamCheck?: RowDef['upstreamCheck']): RowDef => ({
+      id,
+      label,
+      target,
+      path,
+      stream: false,
+      format,
+      c32: true,
+      c1: false,
+      connections: AGENT_CONNECTIONS,
+      pairS: Math.max(o.pairS, o.throughputS),
+      group,
+      na,
+      spec: na ? undefined : spec,
+      upstreamCheck,
+    });
+    const plainSpec = (body: string, headers: Record<string, string>, p: string) => (origins.plain ? { origin: origins.plain, path: p, headers, body, stream: false } : undefined);
+    if (o.plain) {
+      rows.push(
+        row(`plain-agent-${k}`, `plain Node proxy · agent chat, ${kb(plainChat)}`, 'plain', 'passthrough-agent', 'openai-chat', 'plain',
+          plainSpec(plainChat, { authorization: 'Bearer sk-bench-openai-0123456789' }, '/v1/chat/completions'), origins.plain ? undefined : 'plain proxy did not start',
+          { protocol: 'openai-chat', check: (b) => checkAgentPassthrough(b, plainChat, 'gpt-bench') }),
+        row(`plain-agent-msg-${k}`, `plain Node proxy · agent Messages, ${kb(plainMsgs)}`, 'plain', 'passthrough-agent', 'anthropic', 'plain',
+          plainSpec(plainMsgs, { 'x-api-key': 'sk-ant-bench-0123456789', 'anthropic-version': '2023-06-01' }, '/v1/messages'), origins.plain ? undefined : 'plain proxy did not start',
+          { protocol: 'anthropic', check: (b) => checkAgentPassthrough(b, plainMsgs, 'claude-bench') }),
+      );
+    }
+    const pass = agentChatBody('bench/openai', n, bytes);
+    rows.push(
+      row(`gw-agent-${k}`, `gateway · agent chat → OpenAI passthrough, ${kb(pass)}`, 'gateway', 'passthrough-agent', 'openai-chat', 'gatewayBodies',
+        gwb ? { origin: gwb, path: '/v1/chat/completions', headers: auth, body: pass, stream: false } : undefined, gwNa,
+        { protocol: 'openai-chat', check: (b) => checkAgentPassthrough(b, pass, 'gpt-bench') }),
+    );
+    const toAnthropic = agentChatBody('bench/anthropic', n, bytes);
+    rows.push(
+      row(`gw-agent-${k}-anthropic`, `gateway · agent chat → Anthropic, ${kb(toAnthropic)}`, 'gateway', 'anthropic-agent', 'openai-chat', 'gatewayBodies',
+        gwb ? { origin: gwb, path: '/v1/chat/completions', headers: auth, body: toAnthropic, stream: false } : undefined, gwNa ?? (avail.anthropic ? undefined : 'the anthropic family is not registered'),
+        { protocol: 'anthropic', check: (b) => checkAgentAnthropic(b, 'claude-bench', n, bytes) }),
+    );
+    const msgs = agentMessagesBody('bench/openai', n, bytes);
+    rows.push(
+      row(`gw-agent-msg-${k}`, `gateway · agent Messages → OpenAI, ${kb(msgs)}`, 'gateway', 'messages-agent', 'anthropic', 'gatewayBodies',
+        gwb ? { origin: gwb, path: '/v1/messages', headers: messagesAuth, body: msgs, stream: false } : undefined, gwNa ?? (avail.messages ? undefined : 'Messages endpoint not registered'),
+        { protocol: 'openai-chat', check: (b) => checkMessagesUpstream(b, msgs, 'gpt-bench') }),
+    );
+  }
   if (o.altTransport) {
     const tr = transports.alt;
     const na = origins.gwAlt ? undefined : `the gateway with transport ${tr} did not start`;
@@ -717,6 +821,15 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       procs.push(g);
       dirs.push(g.dir);
     }
+    // The agent rows' own gateway (its RSS before and after their load is the memory check).
+    const bodyIds = o.bodySizes.flatMap((b) => cpuRatios([b]).map((r) => r[1]));
+    let gwBodies: GatewayProc | undefined;
+    if (bodyIds.length && (!o.only || o.only.some((id) => bodyIds.includes(id))))
+      gwBodies = await startGateway({ ...gwOpts, cpuProfDir: undefined }).catch((err) => (log(o, `agent rows' gateway: ${(err as Error).message}`), undefined));
+    if (gwBodies) {
+      procs.push(gwBodies);
+      dirs.push(gwBodies.dir);
+    }
     let gw2: GatewayProc | undefined;
     if (o.workers2) gw2 = await startGateway({ ...gwOpts, workers: 2, cpuProfDir: undefined }).catch((err) => (log(o, `2 workers: ${(err as Error).message}`), undefined));
     if (gw2) {
@@ -735,6 +848,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       gwAll: gwAll && `http://127.0.0.1:${gwAll.port}`,
       gwLim: gwLim && `http://127.0.0.1:${gwLim.port}`,
       gwLimNa,
+      gwBodies: gwBodies && `http://127.0.0.1:${gwBodies.port}`,
     }, transports);
     const groups = new Map<string, () => number[]>([
       ['gateway', () => gw.pids()],
@@ -747,6 +861,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (gwOff) groups.set('gatewayOff', () => gwOff.pids());
     if (gwAll) groups.set('gatewayAll', () => gwAll.pids());
     if (gwLim) groups.set('gatewayLim', () => gwLim.pids());
+    if (gwBodies) groups.set('gatewayBodies', () => gwBodies.pids());
     const ours = () => [process.pid, ...procs.flatMap((p) => ('pids' in p ? (p as GatewayProc).pids() : [p.pid]))];
     const cpu0 = { machine: machineBusySeconds(), ours: cpuSeconds(ours()), at: performance.now() };
     sampler = new RssSampler(groups, 100);
@@ -762,6 +877,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       }
     }
     log(o, `${rows.length} rows, probed`);
+    // The agent rows' gateway after one request of each (its code loaded and compiled): the baseline.
+    const bodiesBaseline = gwBodies ? rssMb(gwBodies.pids()) : NaN;
     const live = rows.filter((r) => !r.na && r.spec && !failures.has(r.id));
     const c32Rows = live.filter((r) => r.c32);
     const c1Rows = live.filter((r) => r.c1);
@@ -769,7 +886,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (o.warmupS > 0) {
       log(o, `warm-up (${o.warmupS} s per row)…`);
       // A multi-worker target splits its warm-up between its workers: it gets one warm-up per worker.
-      for (const r of c32Rows) await throughput(r.spec!, o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
+      for (const r of c32Rows) await throughput(r.spec!, r.connections ?? o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
       for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
     }
 
@@ -802,14 +919,27 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     // denominator before and after each numerator (den, a, den, b, den, …), and
     // the ratio is a / geometric mean of the two neighbours; the reported ratio
     // is the median over rounds.
+    // The CPU ratios (cpuRatios) are paired the same way, from the target's CPU per request in each of those runs.
     const byRowId = new Map(c32Rows.map((r) => [r.id, r]));
-    const chains = RATIOS.reduce<{ den: string; nums: { key: string; num: string }[] }[]>((acc, [key, num, den]) => {
+    const cpuPairs = cpuRatios(o.bodySizes);
+    const chains = [...RATIOS.map(([key, num, den]) => ({ key, num, den, cpu: false })), ...cpuPairs.map(([key, num, den]) => ({ key, num, den, cpu: true }))].reduce<
+      { den: string; nums: { key: string; num: string; cpu: boolean }[] }[]
+    >((acc, { key, num, den, cpu }) => {
       if (!byRowId.has(num) || !byRowId.has(den)) return acc;
       const c = acc.find((x) => x.den === den) ?? (acc.push({ den, nums: [] }), acc[acc.length - 1]);
-      c.nums.push({ key, num });
+      c.nums.push({ key, num, cpu });
       return acc;
     }, []);
+    /** req/s and the target's µs of CPU per request, over one paired run. */
+    const pairRun = async (id: string) => {
+      const r = byRowId.get(id)!;
+      const a = cpuNow(r);
+      const res = await throughput(r.spec!, r.connections ?? o.connections, r.pairS ?? o.pairS);
+      const b = cpuNow(r);
+      return { rps: res.rps, us: res.ok > 0 ? ((b.target - a.target) / res.ok) * 1e6 : NaN };
+    };
     const paired = new Map<string, number[]>();
+    const pairedCpu = new Map<string, number[]>();
     for (let round = 0; round < o.rounds; round++) {
       log(o, `round ${round + 1}/${o.rounds}: ${c32Rows.length} rows × ${o.throughputS} s at ${o.connections} connections, ${c1Rows.length} rows × ${o.serialS} s at 1, paired ratios…`);
       // Round-robin, starting one row later each round so no row always follows the same one.
@@ -817,18 +947,23 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       for (const r of rot(c32Rows)) {
         if (r.group) sampler.take(r.group);
         const c0 = cpuNow(r);
-        const res = await throughput(r.spec!, o.connections, o.throughputS);
+        const res = await throughput(r.spec!, r.connections ?? o.connections, o.throughputS);
         noteCpu(r, c0, cpuNow(r), res.ok);
         if (r.group) notePeak(r, sampler.take(r.group));
         tp.set(r.id, [...(tp.get(r.id) ?? []), res]);
       }
       for (const c of chains) {
-        let before = (await throughput(byRowId.get(c.den)!.spec!, o.connections, o.pairS)).rps;
+        let before = await pairRun(c.den);
         for (const n of c.nums) {
-          const a = (await throughput(byRowId.get(n.num)!.spec!, o.connections, o.pairS)).rps;
-          const after = (await throughput(byRowId.get(c.den)!.spec!, o.connections, o.pairS)).rps;
-          const den = Math.sqrt(before * after);
-          if (den > 0) paired.set(n.key, [...(paired.get(n.key) ?? []), a / den]);
+          const a = await pairRun(n.num);
+          const after = await pairRun(c.den);
+          if (n.cpu) {
+            const den = Math.sqrt(before.us * after.us);
+            if (den > 0) pairedCpu.set(n.key, [...(pairedCpu.get(n.key) ?? []), a.us / den]);
+          } else {
+            const den = Math.sqrt(before.rps * after.rps);
+            if (den > 0) paired.set(n.key, [...(paired.get(n.key) ?? []), a.rps / den]);
+          }
           before = after;
         }
       }
@@ -842,6 +977,16 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         acc.failed += res.failed;
         lat.set(r.id, acc);
       }
+    }
+
+    // The agent rows' gateway a while after their load: its RSS against the baseline.
+    let bodies: BenchReport['bodies'];
+    if (gwBodies && Number.isFinite(bodiesBaseline)) {
+      const peak = sampler.take('gatewayBodies');
+      log(o, `agent rows: waiting ${o.bodiesSettleS} s, then reading their gateway's RSS…`);
+      await new Promise((r) => setTimeout(r, o.bodiesSettleS * 1000));
+      const after = rssMb(gwBodies.pids());
+      bodies = { sizes: o.bodySizes, baseline_rss_mb: bodiesBaseline, peak_rss_mb: Math.max(peak, ...rows.filter((r) => r.group === 'gatewayBodies').map((r) => peaks.get(r.id) ?? 0)), after_rss_mb: after, settle_s: o.bodiesSettleS };
     }
 
     // Many concurrent streams through a translated path.
@@ -1005,8 +1150,16 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       ratiosOfMedians[key] = ratio(num, den);
       if (p?.length) ratioRounds[key] = p.map((x) => Math.round(x * 1000) / 1000);
     }
+    const cpuRatioValues: NonNullable<BenchReport['cpu_ratios']> = {};
+    for (const [key, num, den, max] of cpuPairs) {
+      if (!byRowId.has(num) || !byRowId.has(den)) continue;
+      const p = pairedCpu.get(key) ?? [];
+      const a = byId.get(num)?.cpu?.target_us_per_req;
+      const b = byId.get(den)?.cpu?.target_us_per_req;
+      cpuRatioValues[key] = { value: p.length ? median(p) : null, rounds: p.map((x) => Math.round(x * 1000) / 1000), table: a && b ? a / b : null, max };
+    }
 
-    const targets = checkTargets(byId, ratios, streams, highWaterResult);
+    const targets = checkTargets(byId, ratios, streams, highWaterResult, cpuRatioValues, bodies);
     const logStats = o.log === 'file' ? countLines(gw.logFile) : undefined;
     const report: BenchReport = {
       version: 1,
@@ -1041,6 +1194,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       ratios_paired_rounds: ratioRounds,
       ratios_of_row_medians: ratiosOfMedians,
       ratio_notes: RATIO_NOTES,
+      ...(Object.keys(cpuRatioValues).length ? { cpu_ratios: cpuRatioValues } : {}),
+      ...(bodies ? { bodies } : {}),
       targets,
     };
 
@@ -1094,7 +1249,14 @@ function countLines(file: string): { lines: number; bytes: number } | undefined 
   }
 }
 
-function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, number | null>, streams: BenchReport['streams'], hw?: BenchReport['high_water']): TargetCheck[] {
+function checkTargets(
+  byId: Map<string, RowResult>,
+  ratios: Record<string, number | null>,
+  streams: BenchReport['streams'],
+  hw: BenchReport['high_water'] | undefined,
+  cpu: NonNullable<BenchReport['cpu_ratios']>,
+  bodies: BenchReport['bodies'],
+): TargetCheck[] {
   const t: TargetCheck[] = [];
   const rat = (name: string, key: string, goal: number) => {
     const v = ratios[key];
@@ -1150,6 +1312,16 @@ function checkTargets(byId: Map<string, RowResult>, ratios: Record<string, numbe
       value: `${hw.after_rss_mb.toFixed(0)} MB after ${hw.after_s} s: ${hw.after_over_pre.toFixed(2)}x ${hw.pre_rss_mb.toFixed(0)} MB (peak ${hw.peak_rss_mb.toFixed(0)} MB)`,
       met: hw.failed === 0 ? hw.after_over_pre <= 1.2 : false,
     });
+  for (const [name, r] of Object.entries(cpu)) t.push({ name, goal: `<= ${r.max}x`, value: r.value === null ? 'n/a' : `${r.value.toFixed(2)}x`, met: r.value === null ? null : r.value <= r.max });
+  if (bodies) {
+    const d = bodies.after_rss_mb / bodies.baseline_rss_mb - 1;
+    t.push({
+      name: `agent rows' gateway RSS ${bodies.settle_s} s after their load, against its baseline`,
+      goal: 'within ±10%',
+      value: `${bodies.after_rss_mb.toFixed(0)} MB against ${bodies.baseline_rss_mb.toFixed(0)} MB (${d >= 0 ? '+' : ''}${(d * 100).toFixed(0)}%; peak ${bodies.peak_rss_mb.toFixed(0)} MB)`,
+      met: Math.abs(d) <= 0.1,
+    });
+  }
   return t;
 }
 
@@ -1183,6 +1355,9 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--heavy-messages') o.heavy = { ...(o.heavy ?? FULL.heavy), messages: Number(next()) };
     else if (a === '--heavy-words') o.heavy = { ...(o.heavy ?? FULL.heavy), words: Number(next()) };
     else if (a === '--only') o.only = next().split(',');
+    else if (a === '--bodies') o.bodySizes = next().split(',').filter(Boolean).map((x) => Math.round(Number(x.replace(/k$/i, '')) * (/k$/i.test(x) ? 1000 : 1)));
+    else if (a === '--no-bodies') o.bodySizes = [];
+    else if (a === '--settle') o.bodiesSettleS = Number(next());
     else if (a === '--transport') o.transport = next();
     else if (a === '--profile') o.profile = true;
     else if (a === '--log-null') o.log = 'null';
@@ -1194,6 +1369,8 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
           `  [--heavy-messages N] [--heavy-words N]   the heavy request's conversation (default ${FULL.heavy.messages} messages, ${FULL.heavy.words} words per text)\n` +
           '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n' +
           '  --no-limits: no gateway with a limited key in Redis (row gwlim-openai; BENCH_REDIS_URL, default redis://127.0.0.1:6379)\n' +
+          `  [--bodies 30k,120k,400k | --no-bodies] [--settle S]   the agent conversations' sizes (default ${FULL.bodySizes.map(agentKb).join(',')}), and the wait before\n` +
+          `    their gateway's RSS is read again (default ${FULL.bodiesSettleS} s); --only plain-agent-30k,gw-agent-30k: one pair\n` +
           '  --profile: the gateway runs under node --cpu-prof; prints its top functions by self time and writes a flame graph,\n' +
           '    <out DIR>/profile-flame.svg (next to the .cpuprofile with --out -); any profile: node dist/bench/flame.js <file.cpuprofile>\n',
       );

@@ -31,10 +31,22 @@ function unmarked(v: unknown): unknown {
 
 /** What the mock must have received for the Claude Code row: every tool, every turn, the tool results. */
 export function checkClaudeCodeUpstream(received: unknown, upstreamModel: string, tokens: number): string | null {
-  const want = JSON.parse(claudeCodeChatBody(upstreamModel, tokens)) as { messages: unknown[]; tools: unknown[] };
+  return checkChatUpstream(received, JSON.parse(claudeCodeChatBody(upstreamModel, tokens)), upstreamModel);
+}
+
+/** What the mock must have received for a Messages request translated to an OpenAI upstream (`body`, the client's JSON text). */
+export function checkMessagesUpstream(received: unknown, body: string, upstreamModel: string): string | null {
+  const { request } = toChatRequest(JSON.parse(body) as MessagesRequest, { family: 'openai', stream: false });
+  return checkChatUpstream(received, request, upstreamModel);
+}
+
+function checkChatUpstream(received: unknown, expected: unknown, upstreamModel: string): string | null {
+  const want = expected as { messages: unknown[]; tools: unknown[] };
   const got = received as { model?: string; messages?: { role: string }[]; tools?: unknown[] } | undefined;
   if (!got || got.model !== upstreamModel) return `the mock received model ${got?.model}, expected ${upstreamModel}`;
   if (got.tools?.length !== want.tools.length) return `upstream has ${got.tools?.length ?? 'no'} tools, expected ${want.tools.length}`;
+  const tool = want.tools.findIndex((x, i) => JSON.stringify(unmarked(got.tools![i])) !== JSON.stringify(unmarked(x)));
+  if (tool !== -1) return `upstream tools[${tool}] differs from the translation: ${JSON.stringify(got.tools[tool]).slice(0, 160)}`;
   if (got.messages?.length !== want.messages.length) return `upstream has ${got.messages?.length ?? 'no'} messages, expected ${want.messages.length}`;
   const diff = want.messages.findIndex((m, i) => JSON.stringify(unmarked(got.messages![i])) !== JSON.stringify(unmarked(m)));
   if (diff !== -1) return `upstream messages[${diff}] differs from the translation: ${JSON.stringify(got.messages[diff]).slice(0, 160)}`;

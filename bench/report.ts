@@ -118,6 +118,14 @@ export interface BenchReport {
   ratios_of_row_medians?: Record<string, number | null>;
   /** Ratios shown as information only (no target is judged on them), with the reason. */
   ratio_notes?: Record<string, string>;
+  /**
+   * The gateway's CPU per request over the plain proxy's with the same body
+   * (bench.ts cpuRatios; lower is better): the median over rounds of paired
+   * runs, per round, from the table's medians, and the most the target allows.
+   */
+  cpu_ratios?: Record<string, { value: number | null; rounds: number[]; table: number | null; max: number }>;
+  /** The agent rows' gateway: RSS after one request of each (baseline), at the peak of their load, and `settle_s` after it. */
+  bodies?: { sizes: number[]; baseline_rss_mb: number; peak_rss_mb: number; after_rss_mb: number; settle_s: number };
   targets: TargetCheck[];
   /** With --profile: the gateway's CPU profile, summarised (bench/profile.ts). */
   profile?: { file: string; total_ms: number; functions: ProfileEntry[]; files: ProfileEntry[] };
@@ -232,6 +240,17 @@ export function formatTable(rep: BenchReport): string {
     const note = rep.ratio_notes?.[k];
     lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}${rounds ? ` [${rounds.map((x) => x.toFixed(2)).join(' ')}; table ${m == null ? 'n/a' : m.toFixed(2) + 'x'}]` : ''}${note ? ` (${note})` : ''}`);
   }
+  if (rep.cpu_ratios) {
+    lines.push('');
+    lines.push('CPU per request, gateway over the plain proxy with the same body (paired, median over rounds; lower is better; in brackets: per round, and from the table):');
+    for (const [k, r] of Object.entries(rep.cpu_ratios))
+      lines.push(`${k}: ${r.value === null ? 'n/a' : r.value.toFixed(2) + 'x'} [${r.rounds.map((x) => x.toFixed(2)).join(' ')}; table ${r.table === null ? 'n/a' : r.table.toFixed(2) + 'x'}] (at most ${r.max}x)`);
+  }
+  const b = rep.bodies;
+  if (b)
+    lines.push(
+      `agent rows' gateway: RSS ${r1(b.baseline_rss_mb, 0)} MB after one request of each, ${r1(b.peak_rss_mb, 0)} MB at the peak of their load, ${r1(b.after_rss_mb, 0)} MB ${b.settle_s} s after it.`,
+    );
   lines.push('');
   lines.push('targets:');
   for (const t of rep.targets) lines.push(`  [${t.met === null ? ' n/a' : t.met ? ' met' : 'MISS'}] ${t.name}: ${t.value} (goal ${t.goal})`);
