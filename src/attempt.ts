@@ -14,6 +14,7 @@ import type { DeploymentConfig, ModelConfig, ProviderConfig } from './config/sch
 import type { ChatRequest, ChatUsage, NormalizationEntry } from './types.js';
 import type { Transport } from './upstream/transport.js';
 import type { Authorizer } from './provider/http.js';
+import { derivedFrom, type JsonSource } from './json-source.js';
 
 /** The pipeline's prepareAttempt hooks, in order (LoadedPipeline.prepare). */
 export type PrepareAttempt = <T extends Record<string, unknown>>(ctx: RequestContext, attempt: AttemptInfo, request: T) => T;
@@ -75,10 +76,14 @@ export class Upstream {
     return this.services.prepare(this.ctx, this.attempt, request);
   }
 
-  /** A chat IR request (stream usage asked for: withStreamUsage). */
-  chat(request: ChatRequest, stream: boolean): Promise<ChatOutcome> {
+  /**
+   * A chat IR request (stream usage asked for: withStreamUsage). `source`:
+   * the client's bytes, when `request` is the client's own chat request (the
+   * plugin's body, if it sends the request on, is written from them).
+   */
+  chat(request: ChatRequest, stream: boolean, source?: JsonSource): Promise<ChatOutcome> {
     const prepared = this.prepare(request as unknown as Record<string, unknown>) as unknown as ChatRequest;
-    return this.plugin.chat!(this.call({ ...withStreamUsage(prepared, this.provider, this.note), model: this.deployment.model }, stream));
+    return this.plugin.chat!(this.call(derivedFrom({ ...withStreamUsage(prepared, this.provider, this.note), model: this.deployment.model }, source), stream));
   }
 
   /** A Responses API body for a plugin that serves that API natively. */

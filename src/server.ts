@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/load.js';
 import { sizeBytes, type Endpoint } from './config/schema.js';
 import { readJsonBody, type BodyOptions } from './body.js';
+import { sourceOf, rememberSource } from './json-source.js';
 import { createHttpServer } from './connections.js';
 import { KoaRouter } from './lazy.js';
 import type { RequestContext } from './plugin.js';
@@ -291,7 +292,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         ctx,
         () => {
           if (bodyError) throw bodyError;
-          ctx.body = spec.validate(ctx.body, ctx);
+          const raw = ctx.body;
+          ctx.body = spec.validate(raw, ctx);
+          // The client's bytes stay known behind the validated body (a same-API target is sent them: json-source.ts).
+          const source = sourceOf(raw);
+          if (source) rememberSource(ctx.body, source);
         },
         () => (metered && ctx.client?.limits ? admitThen(kctx, ctx, run) : run()),
       );

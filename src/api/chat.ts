@@ -12,6 +12,7 @@ import { sseFrame } from '../sse.js';
 import { MappedFrames } from '../respond.js';
 import { withoutExtensions, runFinalizers, midStreamError } from './common.js';
 import { fromChatUsage, type UsageMeter } from '../usage.js';
+import { sourceOf, type JsonSource } from '../json-source.js';
 
 export function validateChat(raw: unknown, ctx: RequestContext): Record<string, unknown> {
   const body = validate(ChatBody, raw) as Record<string, unknown>;
@@ -23,11 +24,15 @@ type Committed = { kind: 'json'; body: ChatCompletion } | { kind: 'stream'; chun
 
 const servesChat = (p: ProviderPlugin) => typeof p.chat === 'function';
 
-/** Run the chat IR through the targets. */
-function dispatchChat(ctx: RequestContext, core: CoreServices, request: ChatRequest): Promise<Served<Committed>> {
+/**
+ * Run the chat IR through the targets. `source`: the client's bytes the
+ * request was parsed from (a provider that sends the request on unchanged
+ * sends those bytes: src/json-source.ts).
+ */
+function dispatchChat(ctx: RequestContext, core: CoreServices, request: ChatRequest, source: JsonSource | undefined): Promise<Served<Committed>> {
   const stream = !!request.stream;
   return runTargets<Committed>(ctx, core, servesChat, async (attempt, upstream) => {
-    const out = await upstream.chat(request, stream);
+    const out = await upstream.chat(request, stream, source);
     if (out.kind === 'stream') return { kind: 'stream', chunks: await primeStream(out.chunks, attempt.provider.timeout_ms) };
     return out;
   });
@@ -35,7 +40,7 @@ function dispatchChat(ctx: RequestContext, core: CoreServices, request: ChatRequ
 
 export async function chatTerminal(ctx: RequestContext, core: CoreServices): Promise<void> {
   const request = withoutExtensions(ctx.body) as unknown as ChatRequest;
-  const served = await dispatchChat(ctx, core, request);
+  const served = await dispatchChat(ctx, core, request, sourceOf(ctx.body));
   const result = served.value;
   const model = served.target.model.id;
   const backend = backendFields(served);

@@ -4,6 +4,7 @@
 // through UpstreamEvents (src/stream/upstream-events.ts), with the same
 // back-pressure, release and abort behaviour whatever the framing; providers
 // only see events.
+import { serialiseBody } from '../json-source.js';
 import type { ProviderCall } from '../plugin.js';
 import { TransportError, namedTransportError } from '../upstream/errors.js';
 import { readBody } from '../upstream/body.js';
@@ -62,15 +63,16 @@ export function parseRetryAfter(h: Record<string, string | string[] | undefined>
 }
 
 /**
- * The request body as JSON text. A body JSON.stringify cannot take (nested
- * too deeply for the stack, too large for a string) is the request's
- * problem, not the provider's: a 400 that is not retried elsewhere and
- * charges no failure to the provider (a RangeError would have counted
- * towards its cool-down, for every other client).
+ * The request body as JSON: from the client's own bytes where the body is
+ * the client's request sent on (src/json-source.ts), else JSON.stringify. A
+ * body JSON.stringify cannot take (nested too deeply for the stack, too large
+ * for a string) is the request's problem, not the provider's: a 400 that is
+ * not retried elsewhere and charges no failure to the provider (a RangeError
+ * would have counted towards its cool-down, for every other client).
  */
-function serialise(body: unknown, provider: string): string {
+function serialise(body: unknown, provider: string): string | Buffer {
   try {
-    return JSON.stringify(body);
+    return body !== null && typeof body === 'object' ? serialiseBody(body) : JSON.stringify(body);
   } catch {
     throw errors.invalid(`The request could not be serialised for provider ${provider}: it is nested too deeply or too large.`, null, 'request_not_serialisable');
   }

@@ -1,0 +1,126 @@
+// The same-API passthrough sends the client's bytes (src/json-source.ts):
+// every top-level member the gateway did not change leaves exactly as the
+// client wrote it (unknown fields, escapes, spacing inside a member), only
+// `model` (and `stream_options` on a stream, extension fields removed) is
+// rewritten. Checked on the bytes the mock upstream received, with the openai
+// SDK and with hand-written bodies; and the patch itself, member by member.
+import t from 'tap';
+import OpenAI from 'openai';
+import { startOpenAIMock } from './mocks/openai.js';
+import { startGateway, openAIConfig, CLIENT_KEY } from './helpers/gateway.js';
+import { scanJson, patch } from '../src/json-source.js';
+
+const mock = await startOpenAIMock();
+const gw = await startGateway(openAIConfig(mock.url));
+t.teardown(async () => {
+  await gw.close();
+  await mock.close();
+});
+t.beforeEach(() => mock.reset());
+
+/** POST raw JSON text to the gateway's chat endpoint; the response's status and text. */
+async function post(body: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${gw.baseURL}/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body });
+  return { status: res.status, text: await res.text() };
+}
+
+t.test('the openai SDK: the upstream receives the bytes the client sent, model patched', async (t) => {
+  let sent = '';
+  const client = new OpenAI({
+    apiKey: CLIENT_KEY,
+    baseURL: gw.baseURL,
+    maxRetries: 0,
+    fetch: (async (url: string, init: RequestInit) => {
+      sent = String(init.body);
+      return fetch(url, init);
+    }) as never,
+  });
+  const r = await client.chat.completions.create({
+    model: 'openai/gpt-4.1-mini',
+    messages: [
+      { role: 'system', content: 'Answer in French — « comme ça » 😀.' },
+      { role: 'user', content: 'The "model" field says "openai/gpt-4.1-mini".' },
+    ],
+    temperature: 0.25,
+    prompt_cache_key: 'session-42',
+    metadata: { team: 'ml' },
+    store: false,
+  });
+  t.equal(r.choices[0].message.content, 'Echo: The "model" field says "openai/gpt-4.1-mini".');
+  t.ok(sent.includes('"model":"openai/gpt-4.1-mini"'));
+  t.equal(mock.requests[0].raw, sent.replace('"model":"openai/gpt-4.1-mini"', '"model":"gpt-4.1-mini"'), 'only the top-level model changed, byte for byte');
+});
+
+t.test('hand-written bodies: escapes, spacing, model inside content, unknown fields', async (t) => {
+  const messages = '[ {"role":"user","content":"caf\\u00e9 \\ud83d\\ude00 \\"model\\":\\"openai/gpt-4.1-mini\\" \\/ tab\\t"} ]';
+  const body = `{ "messages" : ${messages} ,\n  "model":"openai/gpt-4.1-mini", "prompt_cache_key" : "k\\u0031", "temperature": 1.50 }`;
+  const r = await post(body);
+  t.equal(r.status, 200, r.text);
+  const raw = mock.requests[0].raw;
+  t.equal(raw, `{"messages" : ${messages},"model":"gpt-4.1-mini","prompt_cache_key" : "k\\u0031","temperature": 1.50}`, 'each unchanged member as written, escapes and number form kept');
+  t.same(mock.requests[0].body.messages[0].content, 'café 😀 "model":"openai/gpt-4.1-mini" / tab\t');
+});
+
+t.test('stream_options: added when absent, replaced when the client turned usage off, kept when on', async (t) => {
+  const base = '"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}],"stream":true';
+  for (const [client, upstream] of [
+    [`{${base}}`, `{${base.replace('openai/gpt-4.1-mini', 'gpt-4.1-mini')},"stream_options":{"include_usage":true}}`],
+    [`{${base},"stream_options":{"include_usage":false}}`, `{${base.replace('openai/gpt-4.1-mini', 'gpt-4.1-mini')},"stream_options":{"include_usage":true}}`],
+    [`{"stream_options": {"include_usage" : true},${base}}`, `{"stream_options": {"include_usage" : true},${base.replace('openai/gpt-4.1-mini', 'gpt-4.1-mini')}}`],
+  ]) {
+    mock.reset();
+    const r = await post(client);
+    t.equal(r.status, 200, r.text);
+    t.match(r.text, /data: \[DONE\]/);
+    t.equal(mock.requests[0].raw, upstream, client);
+  }
+});
+
+t.test('gateway extension fields are removed, the rest is the client\'s', async (t) => {
+  const r = await post('{"model":"openai/gpt-4.1-mini","extra":{"debug":true},"messages":[{"role":"user","content":"x"}],"fallbacks":["openai/gpt-4.1-mini"],"user":"u1"}');
+  t.equal(r.status, 200, r.text);
+  t.equal(mock.requests[0].raw, '{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"x"}],"user":"u1"}');
+});
+
+t.test('a duplicate top-level key is sent re-serialised: the upstream sees the value the gateway validated', async (t) => {
+  const r = await post('{"model":"openai/gpt-4.1-mini","temperature":2,"messages":[{"role":"user","content":"x"}],"temperature":0.5}');
+  t.equal(r.status, 200, r.text);
+  const raw = mock.requests[0].raw;
+  t.equal(raw.split('"temperature"').length, 2, 'one temperature');
+  t.equal(mock.requests[0].body.temperature, 0.5, 'the last, as JSON.parse (and the validation) read it');
+});
+
+t.test('scanJson: the top-level members, escaped keys decoded; duplicates and non-objects refused', async (t) => {
+  const text = ' { "a" : 1 , "b\\u0063":[1,{"x":"}"}], "d":"\\"," }';
+  const { members } = scanJson(Buffer.from(text), 0);
+  t.same(members?.map((m) => [m.key, text.slice(m.start, m.valueEnd)]), [
+    ['a', '"a" : 1'],
+    ['bc', '"b\\u0063":[1,{"x":"}"}]'],
+    ['d', '"d":"\\","'],
+  ]);
+  t.equal(scanJson(Buffer.from('{"a":1,"a":2}'), 0).members, null, 'a duplicate key');
+  t.equal(scanJson(Buffer.from('[{"a":1}]'), 0).members, null, 'an array');
+  t.same(scanJson(Buffer.from('{}'), 0).members, []);
+  t.equal(scanJson(Buffer.from('{"a":[[[1]]]}'), 3).deep, true);
+  t.equal(scanJson(Buffer.from('{"a":[["[[[["]]}'), 3).deep, false, 'brackets in strings do not count');
+});
+
+t.test('patch: a member changed in place after parsing is re-serialised; nothing shared: no patch', async (t) => {
+  const text = '{"model":"m","messages":[{"role":"user","content":"one"}],"n":1}';
+  const bytes = Buffer.from(text);
+  const parsed = JSON.parse(text);
+  const copy = structuredClone(parsed);
+  copy.model = 'up';
+  t.equal(patch({ bytes, parsed }, copy)?.toString(), '{"model":"up","messages":[{"role":"user","content":"one"}],"n":1}');
+  copy.messages[0].content = 'two';
+  t.equal(patch({ bytes, parsed }, copy)?.toString(), '{"model":"up","messages":[{"role":"user","content":"two"}],"n":1}', 'a nested change is seen');
+  t.equal(patch({ bytes, parsed }, { ...copy, model: 'm', messages: parsed.messages, n: 2 })?.toString(), '{"model":"m","messages":[{"role":"user","content":"one"}],"n":2}');
+  copy.messages[0].content = 'one';
+  delete copy.n;
+  copy.added = { z: [1, 'é'] };
+  copy.gone = undefined;
+  t.equal(patch({ bytes, parsed }, copy)?.toString(), '{"model":"up","messages":[{"role":"user","content":"one"}],"added":{"z":[1,"é"]}}', 'removed, added, undefined left out');
+  t.equal(patch({ bytes, parsed }, { other: 1 }), undefined, 'nothing of the client\'s left');
+  for (const out of [copy, { ...parsed, model: 'x', extra: new Date(0) }, { ...parsed, messages: [...parsed.messages, { role: 'assistant', content: null }] }])
+    t.same(JSON.parse(patch({ bytes, parsed }, out)!.toString()), JSON.parse(JSON.stringify(out)), 'parses as JSON.stringify would');
+});
