@@ -77,6 +77,11 @@ export function scanJson(buf: Uint8Array, max: number): { deep: boolean; members
       else if (depth === 1) {
         if (expectKey) {
           key = keyOf(buf, i, end);
+          // A key that is not valid JSON: the parse rejects the body; the scan still measures the nesting.
+          if (key === undefined) {
+            ok = false;
+            key = '';
+          }
           start = i;
           expectKey = false;
         } else if (valueStart === -1) valueStart = i;
@@ -118,10 +123,16 @@ function trimEnd(buf: Uint8Array, i: number): number {
   return i;
 }
 
-function keyOf(buf: Uint8Array, open: number, close: number): string {
+/** The key whose quotes are at `open` and `close`, decoded as JSON does; undefined when it is not a valid JSON string. */
+function keyOf(buf: Uint8Array, open: number, close: number): string | undefined {
   const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
-  // A key with escapes is decoded as JSON does.
-  return b.indexOf(0x5c, open) !== -1 && b.indexOf(0x5c, open) < close ? (JSON.parse(b.toString('utf8', open, close + 1)) as string) : b.toString('utf8', open + 1, close);
+  const escape = b.indexOf(0x5c, open);
+  if (escape === -1 || escape > close) return b.toString('utf8', open + 1, close);
+  try {
+    return JSON.parse(b.toString('utf8', open, close + 1)) as string;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether `a` (a value about to be sent) serialises to the same JSON as `b` (the client's parsed value). */

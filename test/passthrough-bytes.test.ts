@@ -100,6 +100,8 @@ t.test('scanJson: the top-level members, escaped keys decoded; duplicates and no
   ]);
   t.equal(scanJson(Buffer.from('{"a":1,"a":2}'), 0).members, null, 'a duplicate key');
   t.equal(scanJson(Buffer.from('[{"a":1}]'), 0).members, null, 'an array');
+  t.same(scanJson(Buffer.from('{"mod\\el":[[[1]]]}'), 3), { deep: true, members: null }, 'a key that is not valid JSON: no members, the nesting still measured');
+  t.same(scanJson(Buffer.from('{"mod\\el":1}'), 3), { deep: false, members: null });
   t.same(scanJson(Buffer.from('{}'), 0).members, []);
   t.equal(scanJson(Buffer.from('{"a":[[[1]]]}'), 3).deep, true);
   t.equal(scanJson(Buffer.from('{"a":[["[[[["]]}'), 3).deep, false, 'brackets in strings do not count');
