@@ -13,6 +13,7 @@ import type { GatewayConfig } from './config/load.js';
 import { sizeBytes, type Endpoint } from './config/schema.js';
 import { readJsonBody, type BodyOptions } from './body.js';
 import { sourceOf, rememberSource } from './json-source.js';
+import { startIdleCollector } from './idle-gc.js';
 import { createHttpServer } from './connections.js';
 import { KoaRouter } from './lazy.js';
 import type { RequestContext } from './plugin.js';
@@ -166,6 +167,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
   const generations = new Generations(generation(opts.config, await loadPipeline(opts.config, opts.registry, logger)), transport, logger);
   const drain = new Drain();
+  // The heap a load grew, given back once the requests stop (idle-gc.ts).
+  const idleGc = startIdleCollector({ started: () => drain.started, running: () => drain.inflight });
 
   const app = new Koa();
   app.proxy = false;
@@ -427,6 +430,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   /** Drain the requests (src/server/drain.ts), then close everything the gateway opened. */
   async function shutdown(deadlineMs: number): Promise<void> {
+    idleGc.stop();
     await drain.drain(server, deadlineMs, logger);
     transport.close();
     for (const spec of specs) await spec.close?.();

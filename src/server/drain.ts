@@ -16,6 +16,8 @@ export class Drain {
   draining = false;
   /** Requests admitted before the drain began whose response has not closed yet. */
   inflight = 0;
+  /** Requests started so far, admitted or not (the idle collection looks for a pause in them: src/idle-gc.ts). */
+  started = 0;
   /** Their upstream calls: aborted, with the shutdown error as the reason, at the shutdown deadline. */
   readonly aborts = new Set<AbortController>();
 

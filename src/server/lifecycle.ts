@@ -96,6 +96,7 @@ export function requestLifecycle(o: LifecycleOptions): Koa.Middleware {
     };
     // A request that arrives while the gateway drains is not waited for: it is refused at once (below).
     const admitted = !drain.draining;
+    drain.started++;
     if (admitted) drain.inflight++;
     // The log line is written once the response has closed and the handler
     // has returned (what a stream's writer or a failed attempt records comes

@@ -1,0 +1,83 @@
+// One full garbage collection when the gateway falls idle after serving.
+//
+// Under load V8 grows its heap (the young generation to 2 × 64 MB on a large
+// host, the old one with the requests in flight), and only a collection gives
+// that memory back. An idle process allocates nothing, so V8 starts no
+// collection: after a burst of large requests the heap kept about 190 MB,
+// more than a hundred of it garbage, for as long as the process stayed idle
+// (docs/performance.md, "Memory"). V8's own memory reducer runs only after a
+// full (mark-compact) collection, which a load of short-lived objects never
+// needed.
+//
+// So: every `intervalMs` the collector looks at the requests. When some were
+// served since the last collection, none is running now and none has started
+// for a whole interval, and the heap is larger than after the last
+// collection, it runs one full collection, which also shrinks the young
+// generation back (the allocation rate is then low). It runs on an idle
+// process only: no request waits for it. Nothing runs while requests come in,
+// nor again before more requests have been served.
+import v8 from 'node:v8';
+import vm from 'node:vm';
+
+export interface IdleCollectorOptions {
+  /** Requests started so far (a counter that only grows). */
+  started: () => number;
+  /** Requests running now. */
+  running: () => number;
+  intervalMs?: number;
+  /** Collect only when the heap has grown by this many bytes since the last collection (or the start). */
+  minGrowthBytes?: number;
+  /** The collection (tests); default: V8's full collection. */
+  collect?: () => void;
+  /** The heap's size in bytes (tests); default: V8's total heap size. */
+  heapBytes?: () => number;
+}
+
+export interface IdleCollector {
+  /** Full collections run so far. */
+  readonly collections: number;
+  /** One look, as the timer takes it (tests call it directly). */
+  check(): void;
+  stop(): void;
+}
+
+/** V8's full collection, reachable without starting Node with --expose-gc (the flag is read when a context is made). */
+function fullCollection(): () => void {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
+}
+
+export function startIdleCollector(o: IdleCollectorOptions): IdleCollector {
+  const heapBytes = o.heapBytes ?? (() => v8.getHeapStatistics().total_heap_size);
+  const minGrowth = o.minGrowthBytes ?? 16 * 1024 * 1024;
+  let collect = o.collect;
+  let seen = o.started();
+  let servedSinceCollection = false;
+  let heapAfter = heapBytes();
+  let collections = 0;
+  const check = () => {
+    const started = o.started();
+    if (started !== seen) {
+      // Busy during this interval: look again at the next one.
+      seen = started;
+      servedSinceCollection = true;
+      return;
+    }
+    if (!servedSinceCollection || o.running() > 0) return;
+    if (heapBytes() - heapAfter < minGrowth) return;
+    collect ??= fullCollection();
+    collect();
+    collections++;
+    servedSinceCollection = false;
+    heapAfter = heapBytes();
+  };
+  const timer = setInterval(check, o.intervalMs ?? 10_000);
+  timer.unref();
+  return {
+    get collections() {
+      return collections;
+    },
+    check,
+    stop: () => clearInterval(timer),
+  };
+}
