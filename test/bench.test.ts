@@ -15,7 +15,6 @@ import { redisDown } from '../bench/processes.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
 
 const finite = (n: unknown) => typeof n === 'number' && Number.isFinite(n);
-const AGENT_ROWS = ['plain-agent-12k', 'gw-agent-12k', 'gw-agent-12k-anthropic', 'plain-agent-msg-12k', 'gw-agent-msg-12k'];
 
 t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 workers), streams checked, JSON and SVG written', async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-test-'));
@@ -74,20 +73,13 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     t.ok(finite(r.rps) && r.rps! > 0, `${r.id} req/s`);
     t.ok(finite(r.p50_ms) && finite(r.p99_ms), `${r.id} percentiles`);
     t.equal(r.failed, 0, `${r.id} no failed request`);
-    // The 2-worker and agent rows are measured at 32 (agent: 4) connections only.
-    if (r.id !== 'gw2-heavy' && !AGENT_ROWS.includes(r.id)) t.ok(r.c1 && r.c1.requests > 0 && finite(r.c1.p50_ms) && finite(r.c1.p99_ms), `${r.id} concurrency-1 latency`);
+    // The 2-worker rows are measured at 32 connections only.
+    if (r.id !== 'gw2-heavy') t.ok(r.c1 && r.c1.requests > 0 && finite(r.c1.p50_ms) && finite(r.c1.p99_ms), `${r.id} concurrency-1 latency`);
     t.ok(r.cpu && finite(r.cpu.mock_pct) && finite(r.cpu.client_pct), `${r.id} CPU of the mock and the load generator`);
     if (r.target !== 'direct') t.ok(finite(r.cpu?.target_pct) && r.cpu!.target_us_per_req! > 0, `${r.id} CPU of the target, per request`);
   }
-  // The agent rows: CPU per request against the plain proxy with the same body, paired, and judged; memory after the load.
-  t.same(Object.keys(rep.cpu_ratios ?? {}), ['agent 12k passthrough CPU/req gateway/plain', 'agent 12k chat → Anthropic CPU/req gateway/plain', 'agent 12k Messages → OpenAI CPU/req gateway/plain']);
-  for (const [name, r] of Object.entries(rep.cpu_ratios ?? {})) {
-    t.ok(finite(r.value) && r.value! > 0 && r.rounds.length === 1 && finite(r.table), `${name}: measured, paired`);
-    t.equal(rep.targets.find((x) => x.name === name)?.goal, `<= ${r.max}x`, `${name}: judged`);
-  }
-  t.ok(rep.bodies && [rep.bodies.baseline_rss_mb, rep.bodies.peak_rss_mb, rep.bodies.after_rss_mb].every((x) => finite(x) && x > 10), "the agent rows' gateway's memory, before, at the peak and after");
-  t.match(formatTable(rep), /agent 12k passthrough CPU\/req gateway\/plain: [\d.]+x \[[\d.]+; table [\d.]+x\] \(at most 1\.1x\)/);
-  t.match(rep.targets.find((x) => /RSS \d+ s after their load/.test(x.name))?.goal, '±10%');
+  t.equal(rep.cpu_ratios, undefined, 'no agent rows: no CPU ratios');
+  t.equal(rep.bodies, undefined);
   const heavy = rep.rows.find((r) => r.id === 'gw-heavy')!;
   const heavy2 = rep.rows.find((r) => r.id === 'gw2-heavy')!;
   t.equal(heavy.path, 'anthropic-heavy');
