@@ -41,10 +41,17 @@ export interface IdleCollector {
   stop(): void;
 }
 
-/** V8's full collection, reachable without starting Node with --expose-gc (the flag is read when a context is made). */
+/**
+ * V8's full collection, reachable without starting Node with --expose-gc (the
+ * flag is read when a context is made). The `last-resort` flavour is the one
+ * V8 runs on a low-memory notification: collections until nothing more is
+ * freed, compacting, and the freed pages handed back to the system at once
+ * rather than pooled for the next allocations.
+ */
 function fullCollection(): () => void {
   v8.setFlagsFromString('--expose-gc');
-  return vm.runInNewContext('gc') as () => void;
+  const gc = vm.runInNewContext('gc') as (o?: { type: string; execution: string; flavor: string }) => void;
+  return () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
 }
 
 export function startIdleCollector(o: IdleCollectorOptions): IdleCollector {
