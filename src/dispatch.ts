@@ -10,7 +10,7 @@ import type { RoutingAttempt } from './types.js';
 import type { Transport } from './upstream/transport.js';
 import { TransportError } from './upstream/errors.js';
 import { UpstreamError } from './provider/errors.js';
-import { MappedEvents } from './stream/mapped.js';
+import { batchSource, type BatchIterator } from './stream/batches.js';
 import { GatewayError, errors, scrubSecrets, providerSecrets } from './errors.js';
 import { fromChatUsage } from './usage.js';
 import { spanId, traceparentOf } from './tracing.js';
@@ -345,53 +345,25 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
 
 /**
  * Read the first item of a stream before committing to it (fallback stays
- * possible until then). A provider's MappedEvents keeps that item queued and is
- * returned as it is (the writer keeps its batch path); any other source gets
- * an iterator that yields the item again first, then delegates straight to
- * it: no generator layer, so no extra promise per event on the hot path.
+ * possible until then), within `timeoutMs`. The stream comes back as a
+ * BatchIterator with that item queued: the gateway's own streams as they are,
+ * anything else (a plugin's async generator) adapted once, here, so that the
+ * writer has one path (nextBatch).
  */
-export async function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number): Promise<AsyncGenerator<T>> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TransportError(`no first stream event within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE')), timeoutMs);
+export function primeStream<T>(it: AsyncIterable<T>, timeoutMs: number): Promise<BatchIterator<T>> {
+  const src = batchSource(it);
+  return new Promise<BatchIterator<T>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new TransportError(`no first stream event within ${timeoutMs} ms`, 'ETIMEDOUT_FIRST_BYTE')), timeoutMs);
+    src.prime().then(
+      (primed) => {
+        clearTimeout(timer);
+        if (primed) resolve(src);
+        else reject(new TransportError('the provider closed the stream before its first event', 'EEMPTYSTREAM'));
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
   });
-  const empty = () => new TransportError('the provider closed the stream before its first event', 'EEMPTYSTREAM');
-  if (it instanceof MappedEvents) {
-    // A provider's synchronous mapping: the first item stays queued in it, and
-    // the writer keeps its batch path (one promise per chunk of events).
-    const mapped = it as MappedEvents<T>;
-    const primed = await Promise.race([mapped.prime(), deadline]).finally(() => clearTimeout(timer));
-    if (!primed) throw empty();
-    return mapped;
-  }
-  const iter = it[Symbol.asyncIterator]();
-  const first = await Promise.race([iter.next(), deadline]).finally(() => clearTimeout(timer));
-  if (first.done) throw empty();
-  let pending: IteratorResult<T> | undefined = first;
-  const done = (value?: unknown): Promise<IteratorResult<T>> => Promise.resolve({ done: true, value: value as T });
-  const primed: AsyncGenerator<T> = {
-    next() {
-      if (pending) {
-        const r = pending;
-        pending = undefined;
-        return Promise.resolve(r);
-      }
-      return iter.next();
-    },
-    return(value?: unknown) {
-      pending = undefined;
-      return iter.return ? iter.return(value as T) : done(value);
-    },
-    throw(err?: unknown) {
-      pending = undefined;
-      return iter.throw ? iter.throw(err) : Promise.reject(err);
-    },
-    [Symbol.asyncIterator]() {
-      return primed;
-    },
-    [Symbol.asyncDispose]() {
-      return primed.return(undefined).then(() => undefined);
-    },
-  };
-  return primed;
 }

@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { once } from 'node:events';
 import { SSE_HEADERS, sseFrame } from './sse.js';
-import { isBatchSource } from './stream/batches.js';
+import { batchSource, type BatchIterator } from './stream/batches.js';
 
 /**
  * A JSON answer through Koa, serialised here: Koa's body setter, given an
@@ -18,20 +18,32 @@ export function jsonBody(kctx: { type: string; body: unknown }, value: unknown):
 }
 
 /**
- * Frames made from a source's items by a synchronous mapper. The writer runs
- * the mapper itself as each item arrives, so a stream pays for no generator
- * layer between the provider's items and the socket (docs/performance.md,
- * "How streams are carried").
- * It is still an AsyncIterable<string> for any other consumer.
+ * Frames made from a source's items by a synchronous mapper: what the writer
+ * consumes. The writer takes the source's items a batch at a time (every
+ * event that arrived together), runs the mapper itself and writes the batch's
+ * frames at once, so a stream pays for no generator layer between the
+ * provider's items and the socket (docs/performance.md, "How streams are
+ * carried"). The source is adapted once, here (batchSource); the gateway's
+ * own streams already are batch sources. It is still an
+ * AsyncIterable<string> for any other consumer.
  */
 export class MappedFrames<T> implements AsyncIterable<string> {
+  readonly source: BatchIterator<T>;
+
   constructor(
-    readonly source: AsyncIterable<T>,
+    source: AsyncIterable<T>,
     /** The frame(s) for one item, or '' / undefined for none yet. */
     readonly frame: (item: T) => string | undefined,
     /** The closing frame(s), after the source's last item. */
     readonly end?: () => string | undefined,
-  ) {}
+  ) {
+    this.source = batchSource(source);
+  }
+
+  /** Frames as the writer takes them: these, or ready-made frames (any async iterable of strings) adapted once. */
+  static of(frames: AsyncIterable<string>): MappedFrames<unknown> {
+    return (frames instanceof MappedFrames ? frames : new MappedFrames<string>(frames, asFrame)) as MappedFrames<unknown>;
+  }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<string> {
     for await (const item of this.source) {
@@ -42,6 +54,8 @@ export class MappedFrames<T> implements AsyncIterable<string> {
     if (last) yield last;
   }
 }
+
+const asFrame = (f: string): string => f;
 
 /** Events with a `type` as SSE frames: `event: <type>` plus the JSON (the Responses and Messages APIs' framing). */
 export function namedEventFrames<E extends { type: string }>(events: AsyncIterable<E>): MappedFrames<E> {
@@ -58,6 +72,7 @@ export async function pipeFrames(
   frames: AsyncIterable<string>,
   onError: (err: unknown) => string | null,
 ): Promise<'completed' | 'client_closed' | 'failed'> {
+  const { source, frame, end } = MappedFrames.of(frames);
   res.writeHead(200, { ...SSE_HEADERS, ...extraHeaders });
   // The first frame is usually ready at once (the dispatcher read the first
   // event before committing): the headers then leave with it in one write
@@ -67,38 +82,25 @@ export async function pipeFrames(
   const flush = setImmediate(() => {
     if (!res.destroyed && !res.writableEnded) res.flushHeaders();
   });
-  const mapped = frames instanceof MappedFrames ? (frames as MappedFrames<unknown>) : undefined;
-  const source: AsyncIterable<unknown> = mapped ? mapped.source : frames;
   // After a write the socket did not take at once: wait for it; false if the client left meanwhile.
   const drained = async (): Promise<boolean> => {
     await Promise.race([once(res, 'drain'), once(res, 'close')]);
     return !res.destroyed;
   };
   try {
-    if (mapped && isBatchSource<unknown>(source)) {
-      // A batch source (a provider's synchronous mapping, Responses events
-      // over it): every event that arrived together becomes frames in one go,
-      // and leaves in one write.
-      const batched = source;
-      try {
-        for (let batch = await batched.nextBatch(); batch !== null; batch = await batched.nextBatch()) {
-          if (res.destroyed) return 'client_closed';
-          let frames = '';
-          for (let i = 0; i < batch.length; i++) frames += mapped.frame(batch[i]) ?? '';
-          if (frames && !res.write(frames) && !(await drained())) return 'client_closed';
-        }
-      } finally {
-        // Stopped early (client gone, a frame that threw): let the upstream go.
-        void batched.return();
-      }
-    } else
-      for await (const item of source) {
+    try {
+      // Every item that arrived together becomes frames in one go, and leaves in one write.
+      for (let batch = await source.nextBatch(); batch !== null; batch = await source.nextBatch()) {
         if (res.destroyed) return 'client_closed';
-        const frame = mapped ? mapped.frame(item) : (item as string);
-        if (!frame) continue;
-        if (!res.write(frame) && !(await drained())) return 'client_closed';
+        let out = '';
+        for (let i = 0; i < batch.length; i++) out += frame(batch[i]) ?? '';
+        if (out && !res.write(out) && !(await drained())) return 'client_closed';
       }
-    const last = mapped?.end?.();
+    } finally {
+      // Stopped early (client gone, a frame that threw): let the upstream go.
+      void source.return();
+    }
+    const last = end?.();
     if (last && !res.write(last) && !(await drained())) return 'client_closed';
     if (res.destroyed) return 'client_closed';
     res.end();

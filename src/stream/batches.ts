@@ -42,17 +42,14 @@ export interface BatchSource<T> extends AsyncIterable<T> {
   return(): Promise<unknown>;
 }
 
-export function isBatchSource<T>(s: unknown): s is BatchSource<T> {
-  return typeof (s as BatchSource<T> | undefined)?.nextBatch === 'function';
-}
-
-/** Read an iterator a batch at a time: its own batches when it has them, else one item per next(). */
-export function batchesOf<T>(it: AsyncIterator<T>): () => Promise<T[] | null> {
-  if (isBatchSource<T>(it)) return () => it.nextBatch();
-  return () => it.next().then((r) => (r.done ? null : [r.value]));
-}
-
-/** The AsyncGenerator protocol over a pull() of batches; a batch kept back (a primed one, or the rest of one next() began) comes first. */
+/**
+ * The one stream abstraction of the gateway: every stream (upstream events, a
+ * provider's mapping, an endpoint's translation) is a BatchIterator, and
+ * anything else is adapted into one once, at the boundary (batchSource). The
+ * writer and the dispatcher consume nextBatch() and prime() only; the
+ * AsyncGenerator protocol is there for any other consumer. A batch kept back
+ * (a primed one, or the rest of one next() began) comes first.
+ */
 export abstract class BatchIterator<T> extends StoppableIterator<T> implements BatchSource<T> {
   private buf: T[] = [];
   private head = 0;
@@ -78,6 +75,15 @@ export abstract class BatchIterator<T> extends StoppableIterator<T> implements B
     return { done: false, value: this.buf[this.head++] };
   }
 
+  /** Read until the first item is ready (it stays queued for the consumer); false if the source ended without one. */
+  async prime(): Promise<boolean> {
+    if (this.head < this.buf.length) return true;
+    const first = await this.pull();
+    if (!first) return false;
+    this.keep(first);
+    return true;
+  }
+
   protected keep(batch: T[]): void {
     this.buf = batch;
     this.head = 0;
@@ -87,4 +93,48 @@ export abstract class BatchIterator<T> extends StoppableIterator<T> implements B
     this.buf = [];
     this.head = 0;
   }
+}
+
+/**
+ * Any async iterable (or iterator) as a BatchIterator: the gateway's own
+ * streams as they are, anything else (a plugin's async generator, its own
+ * BatchSource) wrapped once, here.
+ */
+export function batchSource<T>(source: AsyncIterable<T> | AsyncIterator<T>): BatchIterator<T> {
+  if (source instanceof BatchIterator) return source as BatchIterator<T>;
+  return new ForeignBatches(source);
+}
+
+/** A foreign source read through nextBatch() when it has one, else one item per next(). */
+class ForeignBatches<T> extends BatchIterator<T> {
+  private readonly it: AsyncIterator<T> & Partial<BatchSource<T>>;
+  private done = false;
+
+  constructor(source: AsyncIterable<T> | AsyncIterator<T>) {
+    super();
+    this.it = Symbol.asyncIterator in source ? (source as AsyncIterable<T>)[Symbol.asyncIterator]() : source;
+  }
+
+  protected async pull(): Promise<T[] | null> {
+    const it = this.it;
+    while (!this.done) {
+      const batch = typeof it.nextBatch === 'function' ? await it.nextBatch() : await it.next().then((r) => (r.done ? null : [r.value]));
+      if (batch === null) this.done = true;
+      else if (batch.length) return batch;
+    }
+    return null;
+  }
+
+  protected stop(): void {
+    this.dropKept();
+    if (this.done) return;
+    this.done = true;
+    void this.it.return?.();
+  }
+}
+
+/** Read an iterator a batch at a time (batchSource's batches). */
+export function batchesOf<T>(it: AsyncIterator<T> | AsyncIterable<T>): () => Promise<T[] | null> {
+  const src = batchSource(it);
+  return () => src.nextBatch();
 }

@@ -2,7 +2,7 @@
 // upstream events by a synchronous step per event, read in batches.
 import type { SSEEvent } from '../sse.js';
 import { unparseable } from '../provider/errors.js';
-import { BatchIterator, batchesOf } from './batches.js';
+import { BatchIterator, batchSource } from './batches.js';
 
 /**
  * A provider's stream mapping as a synchronous step per upstream event, so
@@ -19,13 +19,13 @@ export interface EventMapper<T> {
 }
 
 /**
- * Items mapped from upstream events by an EventMapper. An AsyncGenerator for
- * any consumer; the writer (src/respond.ts) and primeStream use nextBatch(),
- * which maps every event that arrived together in one go.
+ * Items mapped from upstream events by an EventMapper, every event that
+ * arrived together in one go (nextBatch). Its source is adapted once
+ * (batchSource): UpstreamEvents as it is, a plain async iterable one event
+ * per next().
  */
 export class MappedEvents<T> extends BatchIterator<T> {
-  private readonly iter: AsyncIterator<SSEEvent>;
-  private readonly read: () => Promise<SSEEvent[] | null>;
+  private readonly source: BatchIterator<SSEEvent>;
   private done = false;
   /** An error raised after some items of the same batch: thrown once those are delivered. */
   private failed: unknown;
@@ -35,8 +35,7 @@ export class MappedEvents<T> extends BatchIterator<T> {
     private readonly mapper: EventMapper<T>,
   ) {
     super();
-    this.iter = source[Symbol.asyncIterator]();
-    this.read = batchesOf(this.iter);
+    this.source = batchSource(source);
   }
 
   /** The items of the next upstream event(s) that made any (at least one), or null at the end. */
@@ -49,7 +48,7 @@ export class MappedEvents<T> extends BatchIterator<T> {
     const out: T[] = [];
     try {
       while (!this.done && out.length === 0) {
-        const events = await this.read();
+        const events = await this.source.nextBatch();
         if (events === null) this.finish(out);
         else for (let i = 0; i < events.length && !this.done; i++) if (this.mapper.step(events[i], out)) this.terminal();
       }
@@ -62,14 +61,6 @@ export class MappedEvents<T> extends BatchIterator<T> {
     return out.length ? out : null;
   }
 
-  /** Read until the first item is ready (it stays queued for the consumer); false if the stream ended without one. */
-  async prime(): Promise<boolean> {
-    const first = await this.pull();
-    if (!first) return false;
-    this.keep(first);
-    return true;
-  }
-
   private finish(out: T[]): void {
     this.done = true;
     this.mapper.end(out);
@@ -78,14 +69,14 @@ export class MappedEvents<T> extends BatchIterator<T> {
   /** The mapper saw the terminal event: hand the connection back at once. */
   private terminal(): void {
     this.done = true;
-    void this.iter.return?.();
+    void this.source.return();
   }
 
   protected stop(): void {
     this.dropKept();
     if (this.done) return;
     this.done = true;
-    void this.iter.return?.();
+    void this.source.return();
   }
 }
 

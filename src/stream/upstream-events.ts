@@ -5,16 +5,16 @@ import { SSEParser, type SSEEvent } from '../sse.js';
 import { GatewayError } from '../errors.js';
 import { UpstreamError, unparseable } from '../provider/errors.js';
 import type { FrameParser } from './framing.js';
-import { DONE, StoppableIterator, type BatchSource } from './batches.js';
+import { BatchIterator } from './batches.js';
 
 /** Events parsed ahead of the consumer before the body is paused (back-pressure). */
 const HIGH_WATER_EVENTS = 256;
 
 /**
- * An upstream stream body as an async iterator of events, parsed synchronously
- * by its framing's parser (SSE by default)
- * as the body's chunks arrive: one promise per event at most, where a chain of
- * async generators (the stream's own iterator, a chunk generator, a parser
+ * An upstream stream body as batches of events, parsed synchronously by its
+ * framing's parser (SSE by default) as the body's chunks arrive: the events
+ * of one chunk cost the consumer one promise, where a chain of async
+ * generators (the stream's own iterator, a chunk generator, a parser
  * generator) costs several promises and iterator results per event
  * (docs/performance.md, "How streams are carried").
  *
@@ -27,23 +27,19 @@ const HIGH_WATER_EVENTS = 256;
  * arrives at once, and destroys it otherwise. A body that breaks is a
  * TransportError (bodyError).
  */
-export class UpstreamEvents extends StoppableIterator<SSEEvent> implements BatchSource<SSEEvent> {
+export class UpstreamEvents extends BatchIterator<SSEEvent> {
   private queue: SSEEvent[] = [];
-  private head = 0;
   private ended = false;
   private closed = false;
   private detached = false;
   private failure: Error | undefined;
-  /** The consumer waiting for events: next() for one, nextBatch() for all there are. */
-  private waiter:
-    | { batch: false; resolve(r: IteratorResult<SSEEvent, undefined>): void; reject(e: unknown): void }
-    | { batch: true; resolve(events: SSEEvent[] | null): void; reject(e: unknown): void }
-    | undefined;
+  /** The consumer waiting for events. */
+  private waiter: { resolve(events: SSEEvent[] | null): void; reject(e: unknown): void } | undefined;
   /** Armed while the body is read: the upstream sent nothing for `idleMs` (refreshed on every chunk). */
   private idle: NodeJS.Timeout | undefined;
   private readonly onIdle = () => {
     // Events not yet taken, or a body paused for them: the consumer is behind, the upstream is not silent.
-    if (this.head < this.queue.length || this.res.body.isPaused()) {
+    if (this.queue.length || this.res.body.isPaused()) {
       this.idle?.refresh();
       return;
     }
@@ -61,7 +57,7 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
       this.res.body.destroy();
       return;
     }
-    if (this.queue.length - this.head >= HIGH_WATER_EVENTS) this.res.body.pause();
+    if (this.queue.length >= HIGH_WATER_EVENTS) this.res.body.pause();
     this.wake();
   };
   private readonly onEnd = () => {
@@ -106,68 +102,37 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
     body.once('close', this.onClose);
   }
 
-  next(): Promise<IteratorResult<SSEEvent, undefined>> {
-    if (this.head < this.queue.length) return Promise.resolve({ done: false, value: this.take() });
-    if (this.failure) return Promise.reject(this.failure);
-    if (this.ended || this.closed) return Promise.resolve(DONE);
-    return new Promise((resolve, reject) => (this.waiter = { batch: false, resolve, reject }));
-  }
-
-  /**
-   * Every event parsed so far (at least one: waits for it), or null at the
-   * end: events that arrived in one chunk cost the consumer one promise.
-   */
-  nextBatch(): Promise<SSEEvent[] | null> {
-    if (this.head < this.queue.length) return Promise.resolve(this.takeAll());
+  /** Every event parsed so far (at least one: waits for it), or null at the end. */
+  protected pull(): Promise<SSEEvent[] | null> {
+    if (this.queue.length) return Promise.resolve(this.takeAll());
     if (this.failure) return Promise.reject(this.failure);
     if (this.ended || this.closed) return Promise.resolve(null);
-    return new Promise((resolve, reject) => (this.waiter = { batch: true, resolve, reject }));
+    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
   }
 
   private takeAll(): SSEEvent[] {
-    const out = this.head === 0 ? this.queue : this.queue.slice(this.head);
+    const out = this.queue;
     this.queue = [];
-    this.emptied();
-    return out;
-  }
-
-  private take(): SSEEvent {
-    const ev = this.queue[this.head++];
-    if (this.head === this.queue.length) {
-      this.queue.length = 0;
-      this.emptied();
-    }
-    return ev;
-  }
-
-  /** The queue is empty: a body paused for back-pressure may flow again. */
-  private emptied(): void {
-    this.head = 0;
-    if (this.res.body.isPaused() && !this.ended) {
+    // The queue is empty: a body paused for back-pressure may flow again.
+    if (!this.ended && this.res.body.isPaused()) {
       this.idle?.refresh();
       this.res.body.resume();
     }
-  }
-
-  /** Done for the waiter: null for a batch, the done result for one event. */
-  private static finished(w: NonNullable<UpstreamEvents['waiter']>): void {
-    if (w.batch) w.resolve(null);
-    else w.resolve(DONE);
+    return out;
   }
 
   private wake(): void {
     const w = this.waiter;
     if (!w) return;
-    if (this.head < this.queue.length) {
+    if (this.queue.length) {
       this.waiter = undefined;
-      if (w.batch) w.resolve(this.takeAll());
-      else w.resolve({ done: false, value: this.take() });
+      w.resolve(this.takeAll());
     } else if (this.failure) {
       this.waiter = undefined;
       w.reject(this.failure);
     } else if (this.ended) {
       this.waiter = undefined;
-      UpstreamEvents.finished(w);
+      w.resolve(null);
     }
   }
 
@@ -181,16 +146,16 @@ export class UpstreamEvents extends StoppableIterator<SSEEvent> implements Batch
   }
 
   protected stop(): void {
+    this.dropKept();
     if (this.closed) return;
     this.closed = true;
-    this.queue.length = 0;
-    this.head = 0;
+    this.queue = [];
     const wasEnded = this.ended || this.failure !== undefined;
     this.detach();
     if (!wasEnded) this.res.release();
     const w = this.waiter;
     this.waiter = undefined;
-    if (w) UpstreamEvents.finished(w);
+    w?.resolve(null);
   }
 
   private detach(): void {
