@@ -25,17 +25,35 @@ export class SSEParser {
   private readonly decoder = new TextDecoder();
   private buf = '';
   private event: string | undefined;
-  private data: string[] = [];
+  /** The event's data lines so far, joined with \n; undefined before the first. */
+  private data: string | undefined;
   private id: string | undefined;
   private lastWasCR = false;
 
   /** Parse a chunk; complete events are appended to `out`. */
   push(chunk: Buffer | string, out: SSEEvent[]): void {
-    let text = typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true });
+    let text = typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, STREAM);
     // A \r that ended the previous chunk and a \n that starts this one are one line end.
     if (this.lastWasCR && text.charCodeAt(0) === 10) text = text.slice(1);
     this.lastWasCR = false;
     const buf = this.buf.length ? this.buf + text : text;
+    // Lines end with \n alone (most providers): found by indexOf, not char by char.
+    const start = buf.indexOf('\r') === -1 ? this.lines(buf, out) : this.anyLines(buf, out);
+    this.buf = start === buf.length ? '' : buf.slice(start);
+  }
+
+  /** The lines of `buf` that end with \n; returns where the unfinished rest starts. */
+  private lines(buf: string, out: SSEEvent[]): number {
+    let start = 0;
+    for (let end = buf.indexOf('\n'); end !== -1; end = buf.indexOf('\n', start)) {
+      this.line(buf, start, end, out);
+      start = end + 1;
+    }
+    return start;
+  }
+
+  /** The lines of `buf` ending with \n, \r\n or \r; returns where the unfinished rest starts. */
+  private anyLines(buf: string, out: SSEEvent[]): number {
     let start = 0;
     for (let i = 0; i < buf.length; i++) {
       const ch = buf.charCodeAt(i);
@@ -46,16 +64,23 @@ export class SSEParser {
           if (buf.charCodeAt(i + 1) === 10) i++;
         } else this.lastWasCR = true;
       }
-      const lineStart = start;
+      this.line(buf, start, end, out);
       start = i + 1;
-      if (end === lineStart) {
-        this.dispatch(out);
-        continue;
-      }
-      if (buf.charCodeAt(lineStart) === 58) continue; // ':' comment
-      this.field(buf.slice(lineStart, end));
     }
-    this.buf = start === buf.length ? '' : buf.slice(start);
+    return start;
+  }
+
+  /** One line, buf[start, end): a blank line dispatches the event. */
+  private line(buf: string, start: number, end: number, out: SSEEvent[]): void {
+    if (end === start) return this.dispatch(out);
+    const first = buf.charCodeAt(start);
+    if (first === 58) return; // ':' comment
+    // The usual `data: …` line without slicing its field name first.
+    if (first === 100 /* d */ && buf.startsWith('data:', start)) {
+      const from = start + (buf.charCodeAt(start + 5) === 32 ? 6 : 5);
+      return this.addData(from >= end ? '' : buf.slice(from, end));
+    }
+    this.field(buf.slice(start, end));
   }
 
   /** The source ended: a last event without its blank line is still delivered. */
@@ -68,9 +93,13 @@ export class SSEParser {
 
   /** A blank line (or the end): the event gathered so far, if it has data. The id carries over. */
   private dispatch(out: SSEEvent[]): void {
-    if (this.data.length) out.push({ event: this.event, data: this.data.length === 1 ? this.data[0] : this.data.join('\n'), id: this.id });
+    if (this.data !== undefined) out.push({ event: this.event, data: this.data, id: this.id });
     this.event = undefined;
-    this.data = [];
+    this.data = undefined;
+  }
+
+  private addData(value: string): void {
+    this.data = this.data === undefined ? value : this.data + '\n' + value;
   }
 
   private field(line: string): void {
@@ -78,11 +107,13 @@ export class SSEParser {
     const field = colon === -1 ? line : line.slice(0, colon);
     let value = colon === -1 ? '' : line.slice(colon + 1);
     if (value.charCodeAt(0) === 32) value = value.slice(1);
-    if (field === 'data') this.data.push(value);
+    if (field === 'data') this.addData(value);
     else if (field === 'event') this.event = value;
     else if (field === 'id') this.id = value;
   }
 }
+
+const STREAM = { stream: true } as const;
 
 /** Parse an async source of chunks (tests and replays; the hot path uses SSEParser directly). */
 export async function* parseSSE(source: AsyncIterable<Buffer | string>): AsyncGenerator<SSEEvent> {

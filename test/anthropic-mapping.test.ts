@@ -9,7 +9,7 @@ import type { SSEEvent } from '../src/sse.js';
 import type { GatewayError } from '../src/errors.js';
 import { toAnthropic, DEFAULT_MAX_TOKENS } from '../plugins/providers/anthropic/request.js';
 import { fromAnthropic, finishReason, mapUsage } from '../plugins/providers/anthropic/response.js';
-import { AnthropicChunkMapper } from '../plugins/providers/anthropic/stream.js';
+import { AnthropicChunkMapper, textDelta } from '../plugins/providers/anthropic/stream.js';
 import { anthropicError, streamError } from '../plugins/providers/anthropic/errors.js';
 
 const model = { id: 'anthropic/claude-sonnet-4-5', capabilities: { thinking: true }, max_output_tokens: 64000 } as unknown as ModelConfig;
@@ -130,6 +130,48 @@ t.test('stream: every tool-argument fragment arrives, in order, and the finish r
   const cut = new AnthropicChunkMapper({ includeUsage: false });
   cut.step(events[0], []);
   t.throws(() => cut.end(), 'an upstream that stops before message_stop was cut: an error, never a clean end');
+});
+
+t.test('stream: a text delta read without JSON.parse gives what JSON.parse gives, and anything else is parsed in full', async (t) => {
+  const delta = (text: string, index = 0, pad = '') => JSON.stringify({ type: 'content_block_delta', index, delta: { type: 'text_delta', text } }) + pad;
+  const texts = ['t0 ', '', 'line\nbreak', 'a "quoted" \\ word', 'é€😀', '\u2028 and \u0001', 'tab\tend', '}}"', '\\'];
+  for (const text of texts) {
+    for (const data of [delta(text), delta(text, 12, '   '), delta(text, 3, ' \r\n\t')]) t.equal(textDelta(data), text, `read as JSON reads it: text ${texts.indexOf(text)}`);
+  }
+  // Escapes spelled differently from JSON.stringify's still mean the same text.
+  t.equal(textDelta('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\u00e9\\/"}}'), 'é/');
+  const other = [
+    JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{}' } }),
+    JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'x', extra: 1 } }),
+    JSON.stringify({ type: 'content_block_delta', index: 0, delta: { text: 'x', type: 'text_delta' } }),
+    '{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"x"}}',
+    '{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"x"}}',
+    '{"type":"content_block_delta","index":1.5,"delta":{"type":"text_delta","text":"x"}}',
+    '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}} x',
+    '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}',
+    '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"raw\ttab"}}',
+    '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"bad \\q escape"}}',
+    '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"cut',
+  ];
+  for (const [i, data] of other.entries()) t.equal(textDelta(data), undefined, `parsed in full: shape ${i}`);
+
+  // The mapper gives the same chunks whichever way an event is read.
+  const start: SSEEvent[] = [
+    { event: 'message_start', data: JSON.stringify({ type: 'message_start', message: { id: 'msg_7', model: 'm', usage: { input_tokens: 3 } } }) },
+    { event: 'content_block_start', data: JSON.stringify({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) },
+    { event: 'content_block_start', data: JSON.stringify({ type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'toolu_1', name: 'f', input: {} } }) },
+  ];
+  const run = (events: SSEEvent[]) => {
+    const m = new AnthropicChunkMapper({ includeUsage: false });
+    const out: ChatChunk[] = [];
+    for (const e of [...start, ...events]) m.step(e, out);
+    return out.map((c) => ({ ...c, created: 0 }));
+  };
+  const fast = texts.map((text, i) => ({ event: 'content_block_delta', data: delta(text, 0, i % 2 ? '   ' : '') }));
+  const slow = texts.map((text) => ({ event: 'content_block_delta', data: JSON.stringify({ delta: { text, type: 'text_delta' }, index: 0, type: 'content_block_delta' }) }));
+  t.same(run(fast), run(slow), 'text deltas: the same chunks as through JSON.parse');
+  t.same(run([{ data: delta('x', 1) }]), run([]), 'a text delta for a tool block is mapped as before (nothing)');
+  t.throws(() => run([{ data: delta('x', 5) }]), /content block 5, which was never started/, 'a delta for a block never started is still an error');
 });
 
 t.test('errors: Anthropic error types map to the envelope types clients branch on', async (t) => {

@@ -10,6 +10,7 @@ import { ChatBody } from './chat-schema.js';
 import { createHash } from 'node:crypto';
 import { sseFrame } from '../sse.js';
 import { MappedFrames } from '../respond.js';
+import { TextChunkFrames } from './text-frames.js';
 import { withoutExtensions, runFinalizers, midStreamError } from './common.js';
 import { fromChatUsage, type UsageMeter } from '../usage.js';
 import { sourceOf, type JsonSource } from '../json-source.js';
@@ -83,6 +84,7 @@ function chatFrames(
 ): MappedFrames<ChatChunk> {
   let held: ChatChunk | undefined;
   let template: ChatChunk | undefined;
+  const frames = new TextChunkFrames();
   const frame = (chunk: ChatChunk): string => {
     if (chunk.usage !== undefined) {
       if (chunk.usage) meter.done(fromChatUsage(chunk.usage));
@@ -97,7 +99,7 @@ function chatFrames(
     const isTail = chunk.choices.length === 0 || chunk.choices.some((c) => c.finish_reason);
     const before = held ? sseFrame(JSON.stringify(held)) : '';
     held = isTail ? chunk : undefined;
-    return isTail ? before : before + sseFrame(JSON.stringify(chunk));
+    return isTail ? before : before + frames.frame(chunk);
   };
   const end = (): string => {
     const last: ChatChunk = held ?? {

@@ -54,6 +54,14 @@ export class AnthropicChunkMapper implements EventMapper<ChatChunk> {
   }
 
   step(ev: SSEEvent, out: ChatChunk[]): boolean {
+    // Most events of a stream are text deltas: read without building the event.
+    if (this.started) {
+      const text = textDelta(ev.data);
+      if (text !== undefined && this.blocks.get(deltaIndex)?.kind === 'text') {
+        if (text) out.push(this.chunk({ content: text }));
+        return false;
+      }
+    }
     const e = parseEventJson<W.StreamEvent>(ev.data);
     if (e.type === 'ping') return false;
     if (e.type === 'error') throw streamError(e.error);
@@ -146,6 +154,59 @@ export class AnthropicChunkMapper implements EventMapper<ChatChunk> {
     // A stream that stops without message_stop was cut: never let it look finished.
     throw unparseable('the provider stream ended before message_stop');
   }
+}
+
+const TEXT_DELTA_HEAD = '{"type":"content_block_delta","index":';
+const TEXT_DELTA_MID = ',"delta":{"type":"text_delta","text":"';
+/** The block index of the last text delta textDelta() read. */
+let deltaIndex = -1;
+
+/**
+ * The text of a text delta's data as Anthropic writes it,
+ * `{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}`
+ * (trailing whitespace allowed), with its block index in `deltaIndex`; undefined
+ * for anything else, which is parsed in full. It accepts only data that
+ * JSON.parse would read as exactly that object: a string with a raw control
+ * character, or any other shape, goes to the full parse (and its errors).
+ */
+export function textDelta(data: string): string | undefined {
+  if (!data.startsWith(TEXT_DELTA_HEAD)) return undefined;
+  let i = TEXT_DELTA_HEAD.length;
+  const digits = i;
+  let index = 0;
+  for (let c = data.charCodeAt(i); c >= 48 && c <= 57 && i - digits < 9; c = data.charCodeAt(++i)) index = index * 10 + (c - 48);
+  // A number JSON reads: digits, no leading zero.
+  if (i === digits || (i - digits > 1 && data.charCodeAt(digits) === 48) || !data.startsWith(TEXT_DELTA_MID, i)) return undefined;
+  const open = i + TEXT_DELTA_MID.length - 1;
+  let escaped = false;
+  let close = -1;
+  for (let j = open + 1; j < data.length; j++) {
+    const c = data.charCodeAt(j);
+    if (c === 34) {
+      close = j;
+      break;
+    }
+    if (c < 32) return undefined;
+    if (c === 92) {
+      escaped = true;
+      j++; // the escaped character (an escaped quote does not end the string)
+    }
+  }
+  if (close === -1 || data.charCodeAt(close + 1) !== 125 || data.charCodeAt(close + 2) !== 125) return undefined;
+  for (let j = close + 3; j < data.length; j++) {
+    const c = data.charCodeAt(j);
+    if (c !== 32 && c !== 9 && c !== 10 && c !== 13) return undefined;
+  }
+  let text: string;
+  if (!escaped) text = data.slice(open + 1, close);
+  else
+    try {
+      text = JSON.parse(data.slice(open, close + 1)) as string;
+    } catch {
+      return undefined;
+    }
+  deltaIndex = index;
+  return text;
 }
 
 /**
