@@ -77,11 +77,13 @@ export async function pipeFrames(
   // The first frame is usually ready at once (the dispatcher read the first
   // event before committing): the headers then leave with it in one write
   // instead of a write of their own. If it is not ready by the end of this
-  // turn of the event loop, the headers go out alone so the client sees them.
-  // (flushHeaders after the first write sends nothing.)
-  const flush = setImmediate(() => {
+  // turn of the event loop, the headers go out alone so the client sees them
+  // (flushHeaders after the first write sends nothing). A primed source's
+  // first batch is taken in this turn: the flush is armed only if it made no frame.
+  const flushNow = () => {
     if (!res.destroyed && !res.writableEnded) res.flushHeaders();
-  });
+  };
+  let flush = source.ready ? undefined : setImmediate(flushNow);
   // After a write the socket did not take at once: wait for it; false if the client left meanwhile.
   const drained = async (): Promise<boolean> => {
     await Promise.race([once(res, 'drain'), once(res, 'close')]);
@@ -94,7 +96,8 @@ export async function pipeFrames(
         if (res.destroyed) return 'client_closed';
         let out = '';
         for (let i = 0; i < batch.length; i++) out += frame(batch[i]) ?? '';
-        if (out && !res.write(out) && !(await drained())) return 'client_closed';
+        if (!out) flush ??= setImmediate(flushNow);
+        else if (!res.write(out) && !(await drained())) return 'client_closed';
       }
     } finally {
       // Stopped early (client gone, a frame that threw): let the upstream go.
@@ -112,6 +115,6 @@ export async function pipeFrames(
     res.end();
     return 'failed';
   } finally {
-    clearImmediate(flush);
+    if (flush) clearImmediate(flush);
   }
 }

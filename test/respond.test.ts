@@ -149,3 +149,27 @@ t.test('MappedFrames over a provider mapping (MappedEvents): a batch per chunk o
   t.ok(writes <= groups.length + 1, `one write per chunk of events, not per frame (${writes} writes for ${groups.length} chunks)`);
   t.equal(released, 1, 'the terminal event handed the connection back');
 });
+
+t.test('a primed stream: its first frame goes with the headers, and a first item that makes no frame still lets the headers out', async (t) => {
+  const { batchSource } = await import('../src/stream/batches.js');
+  for (const first of ['data: 0\n\n', '']) {
+    let headersSeen!: () => void;
+    const seen = new Promise<void>((r) => (headersSeen = r));
+    // The second item waits for the client to have the headers: were they held back, this would never end.
+    const src = batchSource(
+      (async function* () {
+        yield first;
+        await seen;
+        yield 'data: 1\n\n';
+      })(),
+    );
+    t.equal(await src.prime(), true);
+    t.equal(src.ready, true, 'primed: its first batch is ready');
+    const srv = http.createServer((_req, res) => void pipeFrames(res, {}, new MappedFrames(src, (f: string) => f), () => null));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const res = await fetch(`http://127.0.0.1:${(srv.address() as AddressInfo).port}/`);
+    headersSeen();
+    t.equal(await res.text(), `${first}data: 1\n\n`, first ? 'first frame with the headers' : 'headers alone, then the frame');
+    srv.close();
+  }
+});

@@ -75,6 +75,11 @@ export abstract class BatchIterator<T> extends StoppableIterator<T> implements B
     return { done: false, value: this.buf[this.head++] };
   }
 
+  /** Whether items are kept back (primed): nextBatch() then resolves at once. */
+  get ready(): boolean {
+    return this.head < this.buf.length;
+  }
+
   /** Read until the first item is ready (it stays queued for the consumer); false if the source ended without one. */
   async prime(): Promise<boolean> {
     if (this.head < this.buf.length) return true;
