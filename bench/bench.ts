@@ -1347,6 +1347,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
       o.streams = n > 0 ? { ...(o.streams ?? FULL.streams!), count: n } : null;
     } else if (a === '--pace') o.streams = { ...(o.streams ?? FULL.streams!), paceMs: Number(next()) };
     else if (a === '--ramp') o.streams = { ...(o.streams ?? FULL.streams!), rampMs: Number(next()) };
+    else if (a === '--events') o.streams = { ...(o.streams ?? FULL.streams!), events: Number(next()) };
     else if (a === '--no-portkey') o.portkey = false;
     else if (a === '--no-workers') o.workers2 = false;
     else if (a === '--no-observability') o.observability = false;
@@ -1365,7 +1366,7 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
-          '  [--streams N|0] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--no-high-water] [--no-limits] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
+          '  [--streams N|0] [--events N] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--no-high-water] [--no-limits] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
           `  [--heavy-messages N] [--heavy-words N]   the heavy request's conversation (default ${FULL.heavy.messages} messages, ${FULL.heavy.words} words per text)\n` +
           '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n' +
           '  --no-limits: no gateway with a limited key in Redis (row gwlim-openai; BENCH_REDIS_URL, default redis://127.0.0.1:6379)\n' +
