@@ -493,6 +493,26 @@ t.test('mid-stream error event: error frame, no [DONE]', async (t) => {
   t.ok(JSON.parse(cut.frames[cut.frames.length - 1]).error);
 });
 
+t.test("a provider's mid-stream error quoting its key: redacted on every endpoint's stream", async (t) => {
+  const paths: [string, Any][] = [
+    ['/chat/completions', { model: SONNET, messages: [{ role: 'user', content: 'a long answer please' }] }],
+    ['/responses', { model: SONNET, input: 'a long answer please', store: false }],
+    ['/messages', { model: SONNET, max_tokens: 200, messages: [{ role: 'user', content: 'a long answer please' }] }],
+  ];
+  for (const [path, body] of paths) {
+    anth.streamError({ afterEvents: 5, message: `Overloaded: key ${ANTHROPIC_KEY} is throttled` });
+    const res = await fetch(`${gw.baseURL}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ ...body, stream: true }),
+    });
+    const text = await res.text();
+    t.equal(res.status, 200, `${path}: the stream started`);
+    t.ok(text.includes('Overloaded: key [redacted] is throttled'), `${path}: the error reaches the client`);
+    t.notOk(text.includes(ANTHROPIC_KEY), `${path}: without the provider's key`);
+  }
+});
+
 t.test('finish reasons: length, stop sequence, refusal', async (t) => {
   const l = await create({ model: SONNET, messages: [{ role: 'user', content: 'a rather long question that produces a long echo' }], max_completion_tokens: 3 });
   t.equal(l.choices[0].finish_reason, 'length');

@@ -2,7 +2,7 @@
 import type { RequestContext } from '../plugin.js';
 import { UpstreamError } from '../provider/errors.js';
 import { TransportError } from '../upstream/errors.js';
-import { GatewayError, type ErrorBody } from '../errors.js';
+import { GatewayError, scrubSecrets, type ErrorBody } from '../errors.js';
 
 /** Gateway extension fields: consumed by the gateway, never sent to a provider. */
 export const EXTENSION_FIELDS = ['extra', 'fallbacks', 'debug'] as const;
@@ -17,9 +17,12 @@ export function runFinalizers(ctx: RequestContext, final: Record<string, unknown
   for (const f of ctx.finalizers) f(final);
 }
 
-/** The envelope for a failure after a stream has started. */
-export function midStreamError(err: unknown): ErrorBody {
-  if (err instanceof UpstreamError) return { ...err.error, type: err.error.type || 'api_error' };
+/**
+ * The envelope for a failure after a stream has started. `secrets` (the
+ * serving provider's, providerSecrets) are cut from a provider's own message.
+ */
+export function midStreamError(err: unknown, secrets?: string[]): ErrorBody {
+  if (err instanceof UpstreamError) return { ...err.error, message: secrets ? scrubSecrets(err.error.message, secrets) : err.error.message, type: err.error.type || 'api_error' };
   if (err instanceof GatewayError) return err.body();
   const code = (err as NodeJS.ErrnoException)?.code;
   // A socket that closes mid-body surfaces from node:http as Error('aborted', ECONNRESET).

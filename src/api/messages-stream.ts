@@ -30,6 +30,8 @@ export interface MessageStreamHooks {
   finish(usage: MessagesUsage): Record<string, unknown> | undefined;
   /** The Anthropic error body for a failure mid-stream. */
   errorBody(err: unknown): { type: string; message: string };
+  /** A provider's own error message, as the client may see it (its credentials cut). */
+  redact?(message: string): string;
   /** The usage reported so far (message_start), for a stream cut before its end (src/usage.ts). */
   progress?(usage: MessagesUsage): void;
   /** A translated target's chat usage, as the provider reported it (reasoning tokens included). */
@@ -321,6 +323,10 @@ export class NativeMessageEvents extends PingingEvents<JsonEvent> {
       } else if (e.type === 'message_delta') {
         this.overlay(e.usage);
         Object.assign(e, this.hooks.finish({ ...this.usage }));
+      }
+      if (e.type === 'error' && this.hooks.redact) {
+        const error = e.error as { message?: unknown } | undefined;
+        if (error && typeof error.message === 'string') error.message = this.hooks.redact(error.message);
       }
       out.push(e);
       if (e.type === 'message_stop' || e.type === 'error') {

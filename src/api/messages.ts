@@ -17,7 +17,7 @@ import type { ChatChunk, ChatCompletion, ChatRequest } from '../types.js';
 import type { EndpointSpec } from '../server.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import { validate } from '../validate.js';
-import { GatewayError } from '../errors.js';
+import { GatewayError, providerSecrets, scrubSecrets } from '../errors.js';
 import type { JsonEvent } from '../stream/mapped.js';
 import { countInputTokens } from '../count.js';
 import { countChatTokens } from '../tokens.js';
@@ -52,8 +52,8 @@ export function messagesErrorBody(err: GatewayError, requestId: string): Record<
 }
 
 /** A failure after the stream started, as the `error` event's body. */
-function streamErrorBody(err: unknown): { type: string; message: string } {
-  const e = midStreamError(err);
+function streamErrorBody(err: unknown, secrets?: string[]): { type: string; message: string } {
+  const e = midStreamError(err, secrets);
   const status = (err as { status?: number })?.status ?? 500;
   return { type: anthropicErrorType(e.type, status), message: e.message };
 }
@@ -107,7 +107,7 @@ async function createMessage(ctx: RequestContext, core: CoreServices): Promise<v
     ctx.outcome = { kind: 'json', body: msg };
     return;
   }
-  const hooks = streamHooks(ctx);
+  const hooks = streamHooks(ctx, providerSecrets(served.provider));
   const events = result.kind === 'native-stream' ? new NativeMessageEvents(result.events, model, hooks) : new ChatToMessageEvents(result.chunks, { model, family: result.family }, hooks);
   ctx.outcome = {
     kind: 'frames',
@@ -127,7 +127,7 @@ function errorEvent(err: unknown): string {
 }
 
 /** Built outside createMessage's scope, so that a long stream does not keep the request reachable. */
-function streamHooks(ctx: RequestContext): MessageStreamHooks {
+function streamHooks(ctx: RequestContext, secrets: string[]): MessageStreamHooks {
   const meter = ctx.meter;
   return {
     progress: (usage) => meter.seen(fromMessagesUsage(usage as unknown as Record<string, unknown>)),
@@ -139,7 +139,9 @@ function streamHooks(ctx: RequestContext): MessageStreamHooks {
       runFinalizers(ctx, final);
       return final.debug === undefined ? undefined : { debug: final.debug };
     },
-    errorBody: streamErrorBody,
+    // The provider's own error text, without its credentials (the core scrubs only the frames it writes).
+    errorBody: (err) => streamErrorBody(err, secrets),
+    redact: (message) => scrubSecrets(message, secrets),
   };
 }
 

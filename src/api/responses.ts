@@ -22,7 +22,7 @@ import type { EndpointSpec } from '../server.js';
 import { runTargets, primeStream, type CoreServices } from '../dispatch.js';
 import type { ProviderConfig } from '../config/schema.js';
 import { validate } from '../validate.js';
-import { errors, GatewayError, clip } from '../errors.js';
+import { errors, GatewayError, clip, providerSecrets } from '../errors.js';
 import { sseFrame } from '../sse.js';
 import { runFinalizers, midStreamError } from './common.js';
 import { fromChatUsage, fromResponsesUsage, type UsageMeter } from '../usage.js';
@@ -347,7 +347,8 @@ function streamOutcome(
     },
     // The failure becomes events of the stream (error, response.failed): the access log says what it was.
     errorBody: (err) => {
-      const body = midStreamError(err);
+      // The provider's own error text, without its credentials (the core scrubs only the frames it writes).
+      const body = midStreamError(err, providerSecrets(o.provider));
       ctx.log.stream_error = (err as { code?: string })?.code ?? body.code ?? 'error';
       return body;
     },
