@@ -17,6 +17,7 @@
 // to receive the client's request with only `model` changed, unknown fields
 // included. Deterministic: the same bytes every run.
 import { isDeepStrictEqual } from 'node:util';
+import { compareAnthropic } from './heavy.js';
 import { claudeCodeTools, toolResultText } from '../test/fixtures/claude-code-session.js';
 
 type Json = Record<string, unknown>;
@@ -174,32 +175,9 @@ export function expectedAnthropic(upstreamModel: string, tokens: number, bytes: 
   };
 }
 
-function withoutCacheControl(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(withoutCacheControl);
-  if (v && typeof v === 'object') {
-    const out: Json = {};
-    for (const [k, x] of Object.entries(v)) if (k !== 'cache_control') out[k] = withoutCacheControl(x);
-    return out;
-  }
-  return v;
-}
-
 /** What the mock received for a chat → Anthropic row, against the expected translation; why it differs, or null. */
 export function checkAgentAnthropic(received: unknown, upstreamModel: string, tokens: number, bytes: number): string | null {
-  if (!received || typeof received !== 'object') return 'the mock received no Anthropic request';
-  const got = withoutCacheControl(received) as Json;
-  const want = expectedAnthropic(upstreamModel, tokens, bytes);
-  for (const key of Object.keys(want)) {
-    if (key === 'messages') continue;
-    if (!isDeepStrictEqual(got[key], want[key])) return `upstream ${key} differs: ${JSON.stringify(got[key])?.slice(0, 160)}`;
-  }
-  const gm = got.messages as unknown[] | undefined;
-  const wm = want.messages as unknown[];
-  if (!Array.isArray(gm) || gm.length !== wm.length) return `upstream has ${Array.isArray(gm) ? gm.length : 'no'} messages, expected ${wm.length}`;
-  for (let i = 0; i < wm.length; i++) if (!isDeepStrictEqual(gm[i], wm[i])) return `upstream messages[${i}] differs: ${JSON.stringify(gm[i]).slice(0, 160)}`;
-  const extra = Object.keys(got).filter((k) => !(k in want) && k !== 'stream');
-  if (extra.length) return `unexpected upstream fields: ${extra.join(', ')}`;
-  return null;
+  return compareAnthropic(received, expectedAnthropic(upstreamModel, tokens, bytes));
 }
 
 /**

@@ -205,9 +205,13 @@ function withoutCacheControl(v: unknown): unknown {
  * with the same blocks, the tools, the limit. Returns why it differs, or null.
  */
 export function checkAnthropicHeavy(received: unknown, upstreamModel: string, tokens: number, o: HeavyOptions = HEAVY_DEFAULT): string | null {
+  return compareAnthropic(received, expectedAnthropic(upstreamModel, tokens, o));
+}
+
+/** What an Anthropic upstream received against the translation expected (cache_control aside): why it differs, or null. */
+export function compareAnthropic(received: unknown, want: Record<string, unknown>): string | null {
   if (!received || typeof received !== 'object') return 'the mock received no Anthropic request';
   const got = withoutCacheControl(received) as Record<string, unknown>;
-  const want = expectedAnthropic(upstreamModel, tokens, o);
   for (const key of Object.keys(want)) {
     if (key === 'messages') continue;
     if (!isDeepStrictEqual(got[key], want[key])) return `upstream ${key} differs: ${JSON.stringify(got[key])?.slice(0, 160)}`;

@@ -12,6 +12,7 @@ import { DatabaseSync } from 'node:sqlite';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { startGateway, CLIENT_KEY, until, type TestGateway } from './helpers/gateway.js';
+import { postgresDown } from './helpers/process.js';
 
 const ADMIN_KEY = 'gw-admin-key-' + randomBytes(8).toString('hex');
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -124,19 +125,7 @@ t.test('SQLite', async (t) => {
   });
 });
 
-async function postgresReachable(): Promise<string | undefined> {
-  const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
-  try {
-    await c.connect();
-    await c.query('SELECT 1');
-    return undefined;
-  } catch (err) {
-    return (err as Error).message;
-  } finally {
-    await c.end().catch(() => undefined);
-  }
-}
-const pgDown = await postgresReachable();
+const pgDown = await postgresDown(PG_URL);
 
 t.test('PostgreSQL', { skip: pgDown ? `PostgreSQL is not running on 127.0.0.1:5432 (${pgDown}): the latency percentiles were not tested on it` : false }, async (t) => {
   const table = `gw_latency_test_${randomBytes(4).toString('hex')}`;
