@@ -151,18 +151,13 @@ function messagesOf(ts: Turn[]): Json[] {
 
 /** The same conversation as an Anthropic Messages request (JSON text), for the Messages → OpenAI rows. */
 export function agentMessagesBody(model: string, tokens: number, bytes: number): string {
-  return JSON.stringify({
-    model,
-    max_tokens: tokens,
-    system: [{ type: 'text', text: SYSTEM_PROMPT }],
-    tools: claudeCodeTools(),
-    tool_choice: { type: 'auto' },
-    temperature: 0.2,
-    messages: messagesOf(turns(bytes)),
-  });
+  return JSON.stringify(expectedAnthropic(model, tokens, bytes));
 }
 
-/** The Anthropic request the chat request must become (cache_control marks aside: they are the gateway's choice). */
+/**
+ * The Anthropic request the chat request must become (cache_control marks
+ * aside: they are the gateway's choice); the Messages rows send it as is.
+ */
 export function expectedAnthropic(upstreamModel: string, tokens: number, bytes: number): Json {
   return {
     model: upstreamModel,
