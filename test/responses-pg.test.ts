@@ -13,7 +13,7 @@ import net from 'node:net';
 import pg from 'pg';
 import OpenAI from 'openai';
 import { openPostgresResponseStore } from '../src/store/responses-pg.js';
-import type { StoredResponse } from '../src/store/responses.js';
+import { storedResponse } from './helpers/stored-response.js';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
@@ -47,16 +47,7 @@ async function run() {
     await admin.end();
   });
 
-  const record = (id: string, owner = 'alice', prev: string | null = null, itemIds = ['msg_1']): StoredResponse => ({
-    id,
-    owner,
-    model: 'openai/gpt-4.1-mini',
-    created_at: 1_700_000_000,
-    previous_response_id: prev,
-    input: [{ type: 'message', role: 'user', content: `hi from ${id}` }],
-    output: itemIds.map((i) => ({ type: 'message', id: i, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `text of ${i}`, annotations: [] }] })),
-    response: { id, object: 'response', status: 'completed', output: [], z_last: 1, a_first: 2 },
-  });
+  const record = storedResponse;
 
   t.test('the store: owner-scoped, replace, chain, items, migrations once', async (t) => {
     const name = table('store');

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { openSqliteResponseStore, type StoredResponse } from '../src/store/responses.js';
+import { storedResponse } from './helpers/stored-response.js';
 import {
   itemsToMessages,
   toNativeBody,
@@ -37,16 +38,7 @@ type Any = any;
 const dir = mkdtempSync(path.join(tmpdir(), 'mgw-responses-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
-const record = (id: string, owner = 'alice', prev: string | null = null): StoredResponse => ({
-  id,
-  owner,
-  model: 'openai/gpt-4.1-mini',
-  created_at: 1_700_000_000,
-  previous_response_id: prev,
-  input: [{ type: 'message', role: 'user', content: `hi from ${id}` }],
-  output: [{ type: 'message', id: 'msg_1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'ok', annotations: [] }] }],
-  response: { id, object: 'response', status: 'completed', output: [] },
-});
+const record = (id: string, owner = 'alice', prev: string | null = null): StoredResponse => storedResponse(id, owner, prev);
 
 t.test('sqlite store: directory created, owner-scoped get/delete, replace, persistence, shared file', async (t) => {
   const file = path.join(dir, 'nested', 'deeper', 'responses.sqlite');
@@ -90,9 +82,8 @@ t.test('sqlite store: output items by id for item_reference, per owner, gone wit
   const file = path.join(dir, 'items', 'responses.sqlite');
   const s = openSqliteResponseStore(file);
   const withItems = (id: string, owner: string, itemIds: string[]): StoredResponse => ({
-    ...record(id, owner),
+    ...storedResponse(id, owner, null, itemIds),
     input: [{ type: 'message', id: `msg_input_${id}`, role: 'user', content: 'hi' }],
-    output: itemIds.map((i) => ({ type: 'message', id: i, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `text of ${i}`, annotations: [] }] })),
   });
   await s.put(withItems('resp_1', 'alice', ['msg_a', 'msg_b']));
   await s.put(withItems('resp_2', 'bob', ['msg_c']));
