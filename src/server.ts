@@ -39,7 +39,7 @@ import type { ProviderCarry } from './reload.js';
 import type { RouteSlot } from './plugin.js';
 import { estimateOf } from './limits.js';
 import { createSharedState } from './state/index.js';
-import { requestLifecycle } from './server/lifecycle.js';
+import { requestLifecycle, originPath, type Exchange } from './server/lifecycle.js';
 import { RecordFinisher, openUsageStore, type RecordSink } from './server/records.js';
 import { Generations, type Generation } from './server/generations.js';
 import { Drain } from './server/drain.js';
@@ -179,16 +179,15 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   const specs: EndpointSpec[] = [chatEndpoint, ...(opts.endpoints ?? [])];
   // 1. The request lifecycle (ids, error mapping, the access log): one place decides what a client sees.
-  app.use(
-    requestLifecycle({
-      generations,
-      drain,
-      records: new RecordFinisher(recordSinks, state.limiter, logger),
-      writeAccessLine: accessLogWriter(logger),
-      logger,
-      errorShapes: new Map(specs.filter((s) => s.errorBody).map((s) => [s.path, s.errorBody!])),
-    }),
-  );
+  const lifecycle = requestLifecycle({
+    generations,
+    drain,
+    records: new RecordFinisher(recordSinks, state.limiter, logger),
+    writeAccessLine: accessLogWriter(logger),
+    logger,
+    errorShapes: new Map(specs.filter((s) => s.errorBody).map((s) => [s.path, s.errorBody!])),
+  });
+  app.use(lifecycle.koa);
 
   // The body (JSON only, with a size limit and a read deadline; src/body.ts)
   // is read by the endpoint's handler, after the plugins' beforeBody hooks
@@ -245,12 +244,13 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     jsonBody(kctx, anthropicClient(kctx) ? getModelAnthropic(config, String(kctx.params.id)) : getModel(config, String(kctx.params.id)));
   });
 
-  // POST endpoints with a fixed path are found by one map lookup before the
-  // router (which still knows them, for 405s and other spellings of the path).
-  const exactPost = new Map<string, (kctx: Koa.Context) => Promise<void>>();
+  // POST endpoints with a fixed path are found by one map lookup and served
+  // outside Koa (below); the router still knows them, for 405s and other
+  // spellings of the path.
+  const exactPost = new Map<string, (x: Exchange) => Promise<void>>();
   for (const spec of specs) {
     const metered = spec.metered ?? spec.method === 'POST';
-    const handler = async (kctx: Koa.Context) => {
+    const handler = async (kctx: Exchange) => {
       const { req } = kctx;
       const res = kctx.res;
       const { config, pipeline, core } = kctx.state.gen as Generation;
@@ -265,7 +265,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         method: req.method!,
         path: kctx.state.path,
         headers: req.headers,
-        ...(spec.method !== 'POST' ? { query: new URLSearchParams(kctx.querystring) } : {}),
+        ...(spec.method !== 'POST' ? { query: new URLSearchParams(kctx.querystring ?? '') } : {}),
         signal: ac.signal,
         config,
         logger,
@@ -311,7 +311,6 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         // and respond() cost more than the write itself.
         const text = JSON.stringify(out.body);
         kctx.respond = false;
-        kctx.status = out.status ?? 200;
         if (drain.draining) res.setHeader('connection', 'close');
         res.writeHead(out.status ?? 200, { ...out.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
         res.end(text);
@@ -344,7 +343,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
    * limit), answer with the key's rate-limit headers, then run the endpoint.
    * Settled when the response closes (RecordFinisher, src/server/records.ts).
    */
-  async function admitThen(kctx: Koa.Context, ctx: RequestContext, run: () => Promise<void>): Promise<void> {
+  async function admitThen(kctx: Exchange, ctx: RequestContext, run: () => Promise<void>): Promise<void> {
     const key = ctx.client!;
     const lim = key.limits!;
     let estimate = { tokens: 0, micros: 0 };
@@ -363,10 +362,6 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     return run();
   }
 
-  app.use((kctx, next) => {
-    const h = kctx.req.method === 'POST' ? exactPost.get(kctx.state.path) : undefined;
-    return h ? h(kctx) : next();
-  });
   app.use(router.routes());
   app.use(async (kctx, next) => {
     // Known path, wrong method: a fixed path only. A path that only matches a
@@ -382,7 +377,21 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   // The envelope on what Node's parser refuses (431, 400), and the connection cap: src/connections.ts.
-  const server = createHttpServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }, app.callback(), { maxConnections: () => generations.current.config.server.max_connections });
+  // A POST to a fixed endpoint path (the usual origin-form target) is served
+  // straight from the node:http request handler, through the same lifecycle
+  // and handler as in Koa, with a minimal Exchange: Koa's per-request context,
+  // its finished-listeners and the compose chain cost more than the lookup
+  // (docs/performance.md, "What a request costs"). Everything else is Koa's.
+  const koaCallback = app.callback();
+  const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (req.method === 'POST') {
+      const path = originPath(req.url ?? '/');
+      const h = path === undefined ? undefined : exactPost.get(path);
+      if (h) return void lifecycle.serve(req, res, path!, h);
+    }
+    return koaCallback(req, res);
+  };
+  const server = createHttpServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 }, serve, { maxConnections: () => generations.current.config.server.max_connections });
 
   return {
     app,

@@ -5,6 +5,7 @@
 // response's close aborts the upstream call of a client that left, finishes
 // the request's record and writes the access-log line.
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
 import type { RequestContext } from '../plugin.js';
@@ -13,7 +14,6 @@ import type { Admitted } from '../state/limiter.js';
 import type { Generations } from './generations.js';
 import type { Drain } from './drain.js';
 import type { RecordFinisher } from './records.js';
-import { jsonBody } from '../respond.js';
 
 const ID_RE = /^[\w.:-]{1,128}$/;
 /** The access-log status of a request whose client left before any answer (nginx's "client closed request"). */
@@ -34,12 +34,35 @@ export interface LifecycleOptions {
   errorShapes: ReadonlyMap<string, ErrorShape>;
 }
 
-/** The request path without its query (Koa's `ctx.path`, without parsing the URL for the usual origin-form target). */
-function pathOf(kctx: Koa.Context): string {
-  const url = kctx.req.url ?? '/';
-  if (url.charCodeAt(0) !== 47 /* / */) return kctx.path;
+/**
+ * The request path without its query for the usual origin-form target
+ * (`/v1/chat/completions?x=1`), without parsing the URL; undefined for any
+ * other form (an absolute URL: Koa's `ctx.path` parses it).
+ */
+export function originPath(url: string): string | undefined {
+  if (url.charCodeAt(0) !== 47 /* / */) return undefined;
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
+}
+
+/**
+ * One request as the lifecycle and the endpoint handlers see it: Koa's
+ * context has these members, and so does the minimal one a fixed-path POST
+ * endpoint is served with, straight from the node:http request handler
+ * (Koa's per-request context, its finished-listeners and respond() are
+ * skipped there: docs/performance.md, "Where the time goes"). `state` holds
+ * what the lifecycle and the handler share (below).
+ */
+export interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  state: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- Koa's DefaultState
+  /** Koa's: false once a handler wrote the response itself. */
+  respond?: boolean;
+  /** The router's path parameters (a fixed path has none). */
+  params?: Record<string, string>;
+  /** The query string (Koa's; GET and DELETE endpoints read it). */
+  querystring?: string;
 }
 
 /**
@@ -48,8 +71,8 @@ function pathOf(kctx: Koa.Context): string {
  * answer. Keeping it would mean reading, or waiting for, the rest of a body
  * that may be large or trickling, for a client the gateway has already turned away.
  */
-function closeIfUnread(kctx: Koa.Context): void {
-  if (!kctx.req.complete && !kctx.res.headersSent) kctx.res.setHeader('connection', 'close');
+function closeIfUnread(x: Exchange): void {
+  if (!x.req.complete && !x.res.headersSent) x.res.setHeader('connection', 'close');
 }
 
 function decodes(path: string): boolean {
@@ -61,8 +84,15 @@ function decodes(path: string): boolean {
   }
 }
 
+/** The lifecycle of every request: Koa's first middleware, and the fixed-path POST endpoints' own entry (serve). */
+export interface Lifecycle {
+  koa: Koa.Middleware;
+  /** Serve a request outside Koa: `handler` on a minimal Exchange, with everything Koa's middleware does for a request. */
+  serve(req: IncomingMessage, res: ServerResponse, path: string, handler: (x: Exchange) => Promise<void>): Promise<void>;
+}
+
 /**
- * The lifecycle middleware. What it leaves in `kctx.state` for the handlers:
+ * The lifecycle. What it leaves in `x.state` for the handlers:
  * `requestId`, `path`, `started`, `log` (the access-log line, filled in as the
  * request goes: ctx.log), `gen`; they leave `abort` (the request's
  * AbortController), `metered` (the RequestContext whose record is finished)
@@ -71,24 +101,23 @@ function decodes(path: string): boolean {
  * (Hot path: the Node request and response are used directly where Koa's
  * delegating getters would only add cost.)
  */
-export function requestLifecycle(o: LifecycleOptions): Koa.Middleware {
+export function requestLifecycle(o: LifecycleOptions): Lifecycle {
   const { generations, drain, records, writeAccessLine, logger, errorShapes } = o;
-  return async (kctx, next) => {
+  const run = async (x: Exchange, path: string, next: () => Promise<void>): Promise<void> => {
     const started = performance.now();
-    const { req, res } = kctx;
+    const { req, res } = x;
     const incoming = req.headers['x-request-id'];
     const id = typeof incoming === 'string' && ID_RE.test(incoming) ? incoming : randomUUID();
-    const path = pathOf(kctx);
-    kctx.state.requestId = id;
-    kctx.state.path = path;
-    kctx.state.started = started;
+    x.state.requestId = id;
+    x.state.path = path;
+    x.state.started = started;
     res.setHeader('x-request-id', id);
     // The access-log record, filled in by the core and the plugins (ctx.log) as the request goes.
     const rec: Record<string, unknown> = { request_id: id, method: req.method, path, status: 0, latency_ms: 0 };
-    kctx.state.log = rec;
+    x.state.log = rec;
     // This request's config, to its end (a reload swaps the current generation for the requests after it).
     const gen = generations.take();
-    kctx.state.gen = gen;
+    x.state.gen = gen;
     // The generation is released when the response has closed and the handler has returned, whichever is last.
     let holds = 2;
     const done = () => {
@@ -109,21 +138,21 @@ export function requestLifecycle(o: LifecycleOptions): Koa.Middleware {
       if (late) clearTimeout(late);
       if (written) return;
       written = true;
-      const rctx = kctx.state.metered as RequestContext | undefined;
-      if (rctx) records.finish(rctx, rec, kctx.state.admitted as Admitted | undefined);
+      const rctx = x.state.metered as RequestContext | undefined;
+      if (rctx) records.finish(rctx, rec, x.state.admitted as Admitted | undefined);
       writeAccessLine(rec);
     };
     // One close listener per request: abort the upstream call of a client that left, write the log line.
     res.once('close', () => {
       done();
       if (admitted) drain.inflight--;
-      const ac = kctx.state.abort as AbortController | undefined;
+      const ac = x.state.abort as AbortController | undefined;
       if (ac) drain.aborts.delete(ac);
       closed = true;
       rec.latency_ms = Math.round((performance.now() - started) * 100) / 100;
       if (res.writableFinished) rec.status = res.statusCode;
       else {
-        (kctx.state.abort as AbortController | undefined)?.abort();
+        ac?.abort();
         rec.client_closed = true;
         // A client that left before any answer: 499 (client closed request), as nginx logs it;
         // one that left mid-answer keeps the status it was sent.
@@ -132,6 +161,7 @@ export function requestLifecycle(o: LifecycleOptions): Koa.Middleware {
       if (handled) writeLine();
       else (late = setTimeout(writeLine, LOG_LATE_MS)).unref();
     });
+    let answer: { error: GatewayError; body: Record<string, unknown> } | undefined;
     try {
       if (!admitted) {
         // Draining: the connection closes after this answer; /healthz says so, anything else is refused.
@@ -141,28 +171,46 @@ export function requestLifecycle(o: LifecycleOptions): Koa.Middleware {
       // A path whose percent-encoding does not decode (`/v1/models/%zz`, `%C0`) names nothing: 400 on every route.
       if (path.includes('%') && !decodes(path)) throw errors.invalid('The request path has malformed percent-encoding.', null, 'invalid_path');
       await next();
-      if (kctx.status === 404 && kctx.body === undefined && !kctx.res.headersSent) {
-        throw errors.notFound(`Unknown route: ${clip(kctx.method)} ${clip(kctx.path)}.`, null, 'unknown_route');
-      }
     } catch (err) {
       const { error, internal } = toGatewayError(err);
       if (internal) logger.error({ err, request_id: id }, 'unhandled error');
       rec.error = error.code ?? error.type;
-      if (kctx.res.headersSent) {
-        kctx.res.destroy();
+      if (res.headersSent) {
+        res.destroy();
         return;
       }
-      kctx.status = error.status;
-      for (const [k, v] of Object.entries(error.headers)) kctx.set(k, v);
-      if (drain.draining) kctx.set('connection', 'close');
       // The endpoint's own error shape; also for a wrong method on its path (405), answered before any handler ran.
-      const shape = (kctx.state.errorBody as ErrorShape | undefined) ?? errorShapes.get(path);
-      jsonBody(kctx, shape ? shape(error, id) : envelope(error));
+      const shape = (x.state.errorBody as ErrorShape | undefined) ?? errorShapes.get(path);
+      answer = { error, body: shape ? shape(error, id) : envelope(error) };
     } finally {
       handled = true;
       if (closed) writeLine();
       done();
     }
-    closeIfUnread(kctx);
+    closeIfUnread(x);
+    if (answer) {
+      // Written here for every route (Koa's respond() is skipped): the same status, headers and JSON body.
+      x.respond = false;
+      const text = JSON.stringify(answer.body);
+      res.statusCode = answer.error.status;
+      for (const [k, v] of Object.entries(answer.error.headers)) res.setHeader(k, v);
+      if (drain.draining) res.setHeader('connection', 'close');
+      res.setHeader('content-type', 'application/json; charset=utf-8');
+      res.setHeader('content-length', Buffer.byteLength(text));
+      res.end(text);
+    }
+  };
+  return {
+    koa: (kctx, next) =>
+      run(kctx, originPath(kctx.req.url ?? '/') ?? kctx.path, async () => {
+        await next();
+        if (kctx.status === 404 && kctx.body === undefined && !kctx.res.headersSent) {
+          throw errors.notFound(`Unknown route: ${clip(kctx.method)} ${clip(kctx.path)}.`, null, 'unknown_route');
+        }
+      }),
+    serve(req, res, path, handler) {
+      const x: Exchange = { req, res, state: {} };
+      return run(x, path, () => handler(x));
+    },
   };
 }
