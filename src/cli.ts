@@ -1,11 +1,12 @@
 // model-gateway start | check [file] | schema
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-// Only the config loader and the flag helpers are loaded up front: `start`
-// may re-execute itself with its Node flags, and does it before it loads the
-// rest of the gateway (the plugins, the server) so that the process it
-// replaces has loaded as little as possible.
-import { peekNodeFlags, ConfigError, type GatewayConfig, type FamilyDefaults } from './config/load.js';
+// Only the flag helpers are loaded up front: `start` holds V8's optimising
+// compilers off before anything else runs (node-flags.ts, STARTUP_V8_FLAGS),
+// and may re-execute itself with its Node flags before it loads the rest of
+// the gateway (the config loader, the plugins, the server), so that the
+// process it replaces has loaded as little as possible.
+import type { GatewayConfig, FamilyDefaults } from './config/load.js';
 import { applyStartFlags, holdStartupV8Flags } from './node-flags.js';
 import type { EndpointSpec } from './server.js';
 import type { BuiltinRegistry } from './pipeline.js';
@@ -34,6 +35,9 @@ async function registry(): Promise<BuiltinRegistry> {
 export async function main(argv: string[]): Promise<void> {
   const [cmd, arg] = argv;
   const file = path.resolve(arg ?? process.env.GATEWAY_CONFIG ?? './gateway.yaml');
+  // Before the config loader (valibot, yaml and the schemas) is even evaluated.
+  if (cmd === 'start') return start(file);
+  const { ConfigError } = await import('./config/load.js');
   if (cmd === 'check') {
     const { loadPipeline, PluginError } = await import('./pipeline.js');
     try {
@@ -76,20 +80,19 @@ export async function main(argv: string[]): Promise<void> {
     process.exitCode = await keysCommand(argv.slice(1), load, defaultFile);
     return;
   }
-  if (cmd === 'start') {
-    await start(file);
-    return;
-  }
   process.stderr.write(USAGE + '\n');
   process.exitCode = cmd === undefined || cmd === '--help' || cmd === 'help' ? 0 : 2;
 }
 
 async function start(file: string): Promise<void> {
+  // Until the gateway is ready (runServer releases them); the flags of the
+  // command line and NODE_OPTIONS win now, server.node_flags once read.
+  holdStartupV8Flags([]);
+  const { peekNodeFlags, ConfigError } = await import('./config/load.js');
   // A file that fails the schema is reported by the full load below, by this process.
   const early = peekNodeFlags(file);
+  if (early) holdStartupV8Flags(early);
   const earlyLacking = early ? applyStartFlags(early) : undefined;
-  // Until the gateway is ready (runServer releases them).
-  holdStartupV8Flags(early ?? []);
   let config: GatewayConfig;
   let reg: BuiltinRegistry;
   try {

@@ -60,17 +60,39 @@ export const RUNTIME_V8_FLAGS: readonly string[] = ['--no-allocation-site-preten
  * young generation on a high survival rate: a start-up left it at 2 × 16 MB,
  * about 15 MB of it resident, for a process that then idles (docs/performance.md,
  * "Start-up"). Held at 1 (no growth) until the gateway is ready; requests grow it
- * as they did. An operator who names the flag decides.
+ * as they did.
+ *
+ * `--no-maglev`, `--no-turbofan`: no optimising compiler while loading. The
+ * start-up code (the config loader's and the schemas' set-up, the parse and
+ * checks, the plugins) runs once, but long enough for V8 to optimise some of
+ * it, and that paged in the compilers' own code (part of the `node` binary)
+ * and their output: about 8 MB of idle RSS for code the gateway never runs
+ * again. Held from the first line of `start` (src/cli.ts), before the config
+ * loader is evaluated; Sparkplug still compiles, and requests get every tier
+ * once the gateway is ready.
+ *
+ * An operator who names a flag decides.
  */
-export const STARTUP_V8_FLAGS: readonly (readonly [string, string])[] = [['--semi-space-growth-factor=1', '--semi-space-growth-factor=2']];
+export const STARTUP_V8_FLAGS: readonly (readonly [string, string])[] = [
+  ['--semi-space-growth-factor=1', '--semi-space-growth-factor=2'],
+  ['--no-maglev', '--maglev'],
+  ['--no-turbofan', '--turbofan'],
+];
 
 let held: (readonly [string, string])[] = [];
 
-/** Set STARTUP_V8_FLAGS the operator left alone (command line, NODE_OPTIONS, `server.node_flags`); releaseStartupV8Flags() sets them back. Returns the flags set. */
+/**
+ * Set STARTUP_V8_FLAGS the operator left alone (command line, NODE_OPTIONS,
+ * `server.node_flags`); releaseStartupV8Flags() sets them back. Called again
+ * with `server.node_flags` once they are read, it sets back those they name.
+ * Returns the flags held.
+ */
 export function holdStartupV8Flags(nodeFlags: readonly string[], execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): string[] {
   const set = new Set(defaultFlagsToSet(STARTUP_V8_FLAGS.map(([f]) => f), nodeFlags, execArgv, nodeOptions));
+  for (const [f, back] of held) if (!set.has(f)) v8.setFlagsFromString(back);
+  const before = new Set(held.map(([f]) => f));
   held = STARTUP_V8_FLAGS.filter(([f]) => set.has(f));
-  for (const [f] of held) v8.setFlagsFromString(f);
+  for (const [f] of held) if (!before.has(f)) v8.setFlagsFromString(f);
   return held.map(([f]) => f);
 }
 
@@ -124,6 +146,9 @@ const flagBase = (f: string) => flagName(f).replace(/^--/, '').replace(/^no-/, '
 /** Other flags that decide what a default flag decides: the young generation's size is also set by these. */
 const ALSO_DECIDED_BY: Readonly<Record<string, readonly string[]>> = {
   'max-semi-space-size': ['min-semi-space-size', 'max-heap-size', 'scavenger-max-new-space-capacity-mb'],
+  // The tiers: --max-opt and --jitless choose them too (--opt is Turbofan's other name).
+  maglev: ['max-opt', 'jitless'],
+  turbofan: ['opt', 'max-opt', 'jitless'],
 };
 
 /**

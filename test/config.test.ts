@@ -215,14 +215,19 @@ t.test('server.node_flags: start re-executes itself once, keeping its pid, with 
   t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], ['--allocation_site_pretenuring'], ''), [], 'so does the command line, in either spelling');
   t.same(defaultFlagsToSet(RUNTIME_V8_FLAGS, [], [], '--max-old-space-size=900 --no-allocation-site-pretenuring'), [], 'and NODE_OPTIONS');
   t.same(defaultFlagsToSet(['--no-foo', '--bar=1'], ['--baz'], ['--nothing'], ''), ['--no-foo', '--bar=1'], 'other flags do not count');
-  // The young generation held at its size while the gateway starts, V8's own growth once it is ready.
-  t.same(holdStartupV8Flags([], [], ''), ['--semi-space-growth-factor=1'], 'held when nobody named the flag');
-  t.same(releaseStartupV8Flags(), ['--semi-space-growth-factor=2'], "V8's own factor once ready");
+  // The young generation held at its size and the optimising compilers off while the gateway starts, V8's own once it is ready.
+  const tiers = ['--no-maglev', '--no-turbofan'];
+  t.same(holdStartupV8Flags([], [], ''), ['--semi-space-growth-factor=1', ...tiers], 'held when nobody named the flags');
+  t.same(releaseStartupV8Flags(), ['--semi-space-growth-factor=2', '--maglev', '--turbofan'], "V8's own values once ready");
   t.same(releaseStartupV8Flags(), [], 'released once');
-  t.same(holdStartupV8Flags(['--semi-space-growth-factor=4'], [], ''), [], 'server.node_flags naming it wins');
-  t.same(holdStartupV8Flags([], ['--semi_space_growth_factor=3'], ''), [], 'so does the command line');
-  t.same(holdStartupV8Flags([], [], '--semi-space-growth-factor=3'), [], 'and NODE_OPTIONS');
+  t.same(holdStartupV8Flags(['--semi-space-growth-factor=4'], [], ''), tiers, 'server.node_flags naming one wins');
+  t.same(releaseStartupV8Flags(), ['--maglev', '--turbofan']);
+  t.same(holdStartupV8Flags([], ['--semi_space_growth_factor=3', '--max-opt=2'], ''), [], 'so does the command line (--max-opt decides both tiers)');
+  t.same(holdStartupV8Flags([], [], '--semi-space-growth-factor=3 --no-opt --jitless'), [], 'and NODE_OPTIONS');
   t.same(releaseStartupV8Flags(), [], 'nothing held: nothing set back');
+  t.same(holdStartupV8Flags([], [], ''), ['--semi-space-growth-factor=1', ...tiers], 'held before server.node_flags are read');
+  t.same(holdStartupV8Flags(['--maglev'], [], ''), ['--semi-space-growth-factor=1', '--no-turbofan'], 'then those they name are set back');
+  t.same(releaseStartupV8Flags(), ['--semi-space-growth-factor=2', '--turbofan']);
   t.same(START_NODE_FLAGS, ['--max-semi-space-size=32']);
   t.same(startDefaults(24 * 2 ** 30), ['--max-semi-space-size=32'], 'the cap on a host where V8 would use 64 MB semi-spaces');
   t.same(startDefaults(4 * 2 ** 30), ['--max-semi-space-size=32'], 'from 4 GiB up');
