@@ -11,7 +11,7 @@ t.test('collects once per idle period after requests, never while they run', asy
   let running = 0;
   let heap = 100;
   let collected = 0;
-  const c = startIdleCollector({ started: () => started, running: () => running, intervalMs: 60_000, minGrowthBytes: 10, heapBytes: () => heap, collect: () => ((collected++), (heap = 100)) });
+  const c = startIdleCollector({ started: () => started, running: () => running, intervalMs: 60_000, afterStartMs: 0, minGrowthBytes: 10, heapBytes: () => heap, collect: () => ((collected++), (heap = 100)) });
   t.teardown(() => c.stop());
   c.check();
   t.equal(collected, 0, 'no request yet: nothing to give back');
@@ -40,7 +40,7 @@ t.test('collects once per idle period after requests, never while they run', asy
 t.test("V8's full collection, reached without --expose-gc, frees what nothing holds", async (t) => {
   t.equal(typeof (globalThis as { gc?: unknown }).gc, 'undefined', 'this process was started without --expose-gc');
   let requests = 0;
-  const c = startIdleCollector({ started: () => requests, running: () => 0, intervalMs: 3_600_000, minGrowthBytes: 0 });
+  const c = startIdleCollector({ started: () => requests, running: () => 0, intervalMs: 3_600_000, afterStartMs: 0, minGrowthBytes: 0 });
   t.teardown(() => c.stop());
   // About 20 MB that a request could have left behind: reachable while the heap is measured, garbage after.
   const used = (() => {
@@ -55,4 +55,20 @@ t.test("V8's full collection, reached without --expose-gc, frees what nothing ho
   t.equal(c.collections, 1, 'one collection');
   const after = v8.getHeapStatistics().used_heap_size;
   t.ok(after < used - 10 * 1048576, `used heap ${Math.round(used / 1048576)} MB → ${Math.round(after / 1048576)} MB`);
+});
+
+t.test("one look after the start collects the start-up's garbage, unless a request came first", async (t) => {
+  const counted = (started: () => number) => {
+    let collected = 0;
+    const c = startIdleCollector({ started, running: () => 0, intervalMs: 3_600_000, afterStartMs: 20, collect: () => collected++ });
+    t.teardown(() => c.stop());
+    return () => collected;
+  };
+  const idle = counted(() => 0);
+  let requests = 0;
+  const served = counted(() => requests);
+  requests++;
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(idle(), 1, 'no request by then: one collection');
+  t.equal(served(), 0, "a request came: left to the requests' own collection");
 });
