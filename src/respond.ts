@@ -84,6 +84,11 @@ export async function pipeFrames(
     if (!res.destroyed && !res.writableEnded) res.flushHeaders();
   };
   let flush = source.ready ? undefined : setImmediate(flushNow);
+  if (source.pushes) {
+    const r = await pushFrames(res, source, frame, end, onError, () => (flush ??= setImmediate(flushNow)));
+    if (flush) clearImmediate(flush);
+    return r;
+  }
   // After a write the socket did not take at once: wait for it; false if the client left meanwhile.
   const drained = async (): Promise<boolean> => {
     await Promise.race([once(res, 'drain'), once(res, 'close')]);
@@ -117,4 +122,95 @@ export async function pipeFrames(
   } finally {
     if (flush) clearImmediate(flush);
   }
+}
+
+type StreamResult = 'completed' | 'client_closed' | 'failed';
+
+/**
+ * pipeFrames for a source read by push (BatchIterator.pushes): the frames of
+ * a chunk's events are made and written inside the upstream body's own data
+ * event, with no promise, async step or microtask per chunk (docs/performance.md,
+ * "How streams are carried"). The same outcomes as the loop: back-pressure
+ * (the source's queue fills and pauses the upstream body while the client's
+ * socket drains), the client leaving, a failure's closing frame.
+ */
+function pushFrames<T>(
+  res: ServerResponse,
+  source: BatchIterator<T>,
+  frame: (item: T) => string | undefined,
+  end: (() => string | undefined) | undefined,
+  onError: (err: unknown) => string | null,
+  flushLater: () => void,
+): Promise<StreamResult> {
+  return new Promise<StreamResult>((resolve) => {
+    let state: 'reading' | 'draining' | 'ending' | 'done' = 'reading';
+    /** A pump under way (a source's event inside one of its own calls): it reads on, the nested call does nothing. */
+    let pumping = false;
+    let again = false;
+    const finish = (r: StreamResult) => {
+      state = 'done';
+      source.onReady(undefined);
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      // Stopped (the end, the client gone, a failure): let the upstream go.
+      void source.return();
+      resolve(r);
+    };
+    const complete = () => {
+      if (res.destroyed) return finish('client_closed');
+      res.end();
+      finish('completed');
+    };
+    const pump = () => {
+      if (pumping) {
+        again = true;
+        return;
+      }
+      pumping = true;
+      try {
+        do {
+          again = false;
+          while (state === 'reading') {
+            if (res.destroyed) return finish('client_closed');
+            const batch = source.takeReady();
+            if (batch === undefined) break;
+            if (batch === null) {
+              void source.return();
+              const last = end?.();
+              if (last && !res.write(last)) state = 'ending';
+              else complete();
+              break;
+            }
+            // Every item that arrived together becomes frames in one go, and leaves in one write.
+            let out = '';
+            for (let i = 0; i < batch.length; i++) out += frame(batch[i]) ?? '';
+            if (!out) flushLater();
+            else if (!res.write(out)) state = 'draining';
+          }
+        } while (again && state === 'reading');
+      } catch (err) {
+        if (res.destroyed) return finish('client_closed');
+        const last = onError(err);
+        if (last) res.write(last);
+        res.end();
+        finish('failed');
+      } finally {
+        pumping = false;
+      }
+    };
+    const onDrain = () => {
+      if (state === 'ending') complete();
+      else if (state === 'draining') {
+        state = 'reading';
+        pump();
+      }
+    };
+    const onClose = () => {
+      if (state !== 'done') finish('client_closed');
+    };
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+    source.onReady(pump);
+    pump();
+  });
 }

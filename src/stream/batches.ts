@@ -58,12 +58,16 @@ export abstract class BatchIterator<T> extends StoppableIterator<T> implements B
   protected abstract pull(): Promise<T[] | null>;
 
   nextBatch(): Promise<T[] | null> {
-    if (this.head < this.buf.length) {
-      const out = this.head === 0 ? this.buf : this.buf.slice(this.head);
-      this.dropKept();
-      return Promise.resolve(out);
-    }
-    return this.pull();
+    const kept = this.takeKept();
+    return kept ? Promise.resolve(kept) : this.pull();
+  }
+
+  /** The batch kept back (primed, or the rest of one next() began), if any, handed out once. */
+  private takeKept(): T[] | undefined {
+    if (this.head >= this.buf.length) return undefined;
+    const out = this.head === 0 ? this.buf : this.buf.slice(this.head);
+    this.dropKept();
+    return out;
   }
 
   async next(): Promise<IteratorResult<T, undefined>> {
@@ -73,6 +77,40 @@ export abstract class BatchIterator<T> extends StoppableIterator<T> implements B
       this.keep(batch);
     }
     return { done: false, value: this.buf[this.head++] };
+  }
+
+  /**
+   * Whether this source can be read by push (takeReady and onReady): true
+   * when every layer down to the upstream body hands on its events
+   * synchronously as they arrive. The writer (src/respond.ts) then maps and
+   * writes a chunk's events inside the body's own data event, with no promise
+   * or microtask per chunk; any other source is read by nextBatch().
+   */
+  get pushes(): boolean {
+    return false;
+  }
+
+  /**
+   * Push reading: the items ready now (at least one), null at the end, or
+   * undefined when none are ready yet (onReady's callback says when to look
+   * again). Throws the source's failure. Only where `pushes` is true.
+   */
+  takeReady(): T[] | null | undefined {
+    return this.takeKept() ?? this.pullReady();
+  }
+
+  /** takeReady's source side: what has arrived, null at the end, undefined for nothing yet. */
+  protected pullReady(): T[] | null | undefined {
+    return undefined;
+  }
+
+  /**
+   * Push reading: `fn` is called, synchronously from the source's own event,
+   * whenever takeReady may have something new (items, the end, a failure).
+   * One callback per source; a source that does not push never calls it.
+   */
+  onReady(fn: (() => void) | undefined): void {
+    void fn;
   }
 
   /** Whether items are kept back (primed): nextBatch() then resolves at once. */

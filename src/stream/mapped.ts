@@ -40,25 +40,59 @@ export class MappedEvents<T> extends BatchIterator<T> {
 
   /** The items of the next upstream event(s) that made any (at least one), or null at the end. */
   protected async pull(): Promise<T[] | null> {
-    if (this.failed !== undefined) {
-      const err = this.failed;
-      this.failed = undefined;
-      throw err;
+    this.rethrow();
+    const out: T[] = [];
+    try {
+      while (!this.done && out.length === 0) this.map(await this.source.nextBatch(), out);
+    } catch (err) {
+      this.failedAfter(err, out);
     }
+    return out.length ? out : null;
+  }
+
+  override get pushes(): boolean {
+    return this.source.pushes;
+  }
+
+  /** pull() by push: what the events that have arrived made, null at the end, undefined for nothing yet. */
+  protected override pullReady(): T[] | null | undefined {
+    this.rethrow();
     const out: T[] = [];
     try {
       while (!this.done && out.length === 0) {
-        const events = await this.source.nextBatch();
-        if (events === null) this.finish(out);
-        else for (let i = 0; i < events.length && !this.done; i++) if (this.mapper.step(events[i], out)) this.terminal();
+        const events = this.source.takeReady();
+        if (events === undefined) return undefined;
+        this.map(events, out);
       }
     } catch (err) {
-      this.stop();
-      // What the events before the failing one made still goes out first, as it would have one by one.
-      if (!out.length) throw err;
-      this.failed = err;
+      this.failedAfter(err, out);
     }
     return out.length ? out : null;
+  }
+
+  override onReady(fn: (() => void) | undefined): void {
+    this.source.onReady(fn);
+  }
+
+  /** An error kept back by failedAfter: thrown once, after the items before it went out. */
+  private rethrow(): void {
+    if (this.failed === undefined) return;
+    const err = this.failed;
+    this.failed = undefined;
+    throw err;
+  }
+
+  /** Map a batch of upstream events (null: the end) into `out`. */
+  private map(events: SSEEvent[] | null, out: T[]): void {
+    if (events === null) this.finish(out);
+    else for (let i = 0; i < events.length && !this.done; i++) if (this.mapper.step(events[i], out)) this.terminal();
+  }
+
+  /** The source or the mapper failed: stop; what the events before the failing one made still goes out first, as it would have one by one. */
+  private failedAfter(err: unknown, out: T[]): void {
+    this.stop();
+    if (!out.length) throw err;
+    this.failed = err;
   }
 
   private finish(out: T[]): void {

@@ -33,6 +33,8 @@ export class UpstreamEvents extends BatchIterator<SSEEvent> {
   private closed = false;
   private detached = false;
   private failure: Error | undefined;
+  /** The consumer reading by push (onReady): called when events, the end or a failure arrive. */
+  private listener: (() => void) | undefined;
   /** The consumer waiting for events. */
   private waiter: { resolve(events: SSEEvent[] | null): void; reject(e: unknown): void } | undefined;
   /** Armed while the body is read: the upstream sent nothing for `idleMs` (refreshed on every chunk). */
@@ -110,6 +112,22 @@ export class UpstreamEvents extends BatchIterator<SSEEvent> {
     return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
   }
 
+  override get pushes(): boolean {
+    return true;
+  }
+
+  /** Every event parsed so far, null at the end, undefined for none yet; throws the body's failure. */
+  protected override pullReady(): SSEEvent[] | null | undefined {
+    if (this.queue.length) return this.takeAll();
+    if (this.failure) throw this.failure;
+    if (this.ended || this.closed) return null;
+    return undefined;
+  }
+
+  override onReady(fn: (() => void) | undefined): void {
+    this.listener = fn;
+  }
+
   private takeAll(): SSEEvent[] {
     const out = this.queue;
     this.queue = [];
@@ -123,7 +141,11 @@ export class UpstreamEvents extends BatchIterator<SSEEvent> {
 
   private wake(): void {
     const w = this.waiter;
-    if (!w) return;
+    if (!w) {
+      // Read by push: the reader takes what is there now, inside this data event.
+      if (this.listener && (this.queue.length || this.failure || this.ended)) this.listener();
+      return;
+    }
     if (this.queue.length) {
       this.waiter = undefined;
       w.resolve(this.takeAll());
@@ -151,6 +173,7 @@ export class UpstreamEvents extends BatchIterator<SSEEvent> {
     this.closed = true;
     this.queue = [];
     const wasEnded = this.ended || this.failure !== undefined;
+    this.listener = undefined;
     this.detach();
     if (!wasEnded) this.res.release();
     const w = this.waiter;
