@@ -173,3 +173,88 @@ t.test('a primed stream: its first frame goes with the headers, and a first item
     srv.close();
   }
 });
+
+t.test('read by push (an upstream body through a provider mapping): back-pressure, a client that leaves, a body that breaks', async (t) => {
+  const { PassThrough } = await import('node:stream');
+  const net = await import('node:net');
+  const { UpstreamEvents } = await import('../src/stream/upstream-events.js');
+  const { MappedEvents } = await import('../src/stream/mapped.js');
+  const big = 'y'.repeat(16 * 1024);
+  const make = () => {
+    const body = new PassThrough();
+    let released = 0;
+    const events = new UpstreamEvents({ status: 200, headers: {}, body, release: () => void released++ });
+    const mapped = new MappedEvents<string>(events, {
+      step(ev, out) {
+        if (ev.data === 'end') return true;
+        out.push(ev.data);
+        return false;
+      },
+      end() {},
+    });
+    return { body, mapped, released: () => released, frames: new MappedFrames(mapped, (d: string) => `data: ${d} ${big}\n\n`, () => 'data: [DONE]\n\n') };
+  };
+  const run = async (src: ReturnType<typeof make>, client: (port: number) => Promise<void>) => {
+    t.equal(src.mapped.pushes, true, 'the source is read by push');
+    let result: Promise<string> | undefined;
+    const srv = http.createServer((_req, res) => void (result = pipeFrames(res, {}, src.frames, () => 'data: {"error":{}}\n\n')));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    await client((srv.address() as AddressInfo).port);
+    const r = await result!;
+    srv.close();
+    return r;
+  };
+
+  // A client that reads nothing for a while: the writer waits for the socket, the body is paused, nothing is lost.
+  const slow = make();
+  const n = 600;
+  let pausedSeen = false;
+  const completed = await run(slow, async (port) => {
+    const sock = net.connect(port, '127.0.0.1');
+    sock.write('GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
+    sock.pause();
+    for (let i = 0; i < n; i++) slow.body.write(`data: ${i}\n\n`);
+    slow.body.write('data: end\n\n');
+    for (let i = 0; i < 50 && !pausedSeen; i++) {
+      await sleep(10);
+      pausedSeen = slow.body.isPaused();
+    }
+    const parts: Buffer[] = [];
+    sock.on('data', (c: Buffer) => parts.push(c));
+    sock.resume();
+    await new Promise((r) => sock.once('end', r));
+    const text = Buffer.concat(parts).toString();
+    const got = [...text.matchAll(/data: (\d+) y+\n\n/g)].map((m) => Number(m[1]));
+    t.same(got, Array.from({ length: n }, (_, i) => i), 'every event, in order');
+    t.match(text, /data: \[DONE\]\n\n\r\n0\r\n\r\n$/, 'the closing frame, then the end');
+  });
+  t.ok(pausedSeen, 'the upstream body was paused while the client did not read');
+  t.equal(completed, 'completed');
+  t.equal(slow.released(), 1, 'the terminal event handed the connection back');
+
+  // A client that leaves mid-stream: the writer stops and lets the upstream go.
+  const left = make();
+  const closed = await run(left, async (port) => {
+    const sock = net.connect(port, '127.0.0.1');
+    sock.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n');
+    left.body.write('data: 0\n\n');
+    await new Promise((r) => sock.once('data', r));
+    sock.destroy();
+    await sleep(20);
+  });
+  t.equal(closed, 'client_closed');
+  t.equal(left.released(), 1, 'the upstream is let go when the client leaves');
+
+  // A body that breaks after some events: those events, then the error frame, no [DONE].
+  const broken = make();
+  let text = '';
+  const failed = await run(broken, async (port) => {
+    const res = fetch(`http://127.0.0.1:${port}/`);
+    broken.body.write('data: 0\n\ndata: 1\n\n');
+    await sleep(10);
+    broken.body.destroy(new Error('reset'));
+    text = await (await res).text();
+  });
+  t.equal(failed, 'failed');
+  t.match(text, /^data: 0 y+\n\ndata: 1 y+\n\ndata: \{"error":\{\}\}\n\n$/, 'the events before the break, then the error frame');
+});
