@@ -3,7 +3,8 @@
 // forwards them to OpenAI, which judges them; translated paths drop them and
 // record a `strip` normalization).
 import * as v from 'valibot';
-import { num, int, str, bool, oneOf, FN_NAME, looseObject, strictObject, record } from '../validate.js';
+import { num, int, str, bool, oneOf, FN_NAME, looseObject, strictObject, record, withFastPath } from '../validate.js';
+import { chatMessage, chatTool } from './fast-check.js';
 
 const CacheControl = strictObject({
   type: v.literal('ephemeral', "must be 'ephemeral'"),
@@ -79,9 +80,12 @@ const ToolMsg = looseObject({
   ...forbid(['tool_calls', 'reasoning_content', 'reasoning_details'], 'tool'),
 });
 
-export const Message = v.variant('role', [SystemMsg, UserMsg, AssistantMsg, ToolMsg], "must be one of 'system', 'developer', 'user', 'assistant', 'tool'");
+export const Message = withFastPath(
+  v.variant('role', [SystemMsg, UserMsg, AssistantMsg, ToolMsg], "must be one of 'system', 'developer', 'user', 'assistant', 'tool'"),
+  chatMessage,
+);
 
-const FunctionTool = looseObject({
+export const FunctionTool = withFastPath(looseObject({
   type: v.literal('function', "must be 'function' (only function tools are supported)"),
   function: looseObject({
     name: FN_NAME,
@@ -90,7 +94,7 @@ const FunctionTool = looseObject({
     strict: v.optional(v.nullable(bool())),
   }),
   cache_control: v.optional(CacheControl),
-});
+}), chatTool);
 
 const ToolChoice = v.union(
   [oneOf(['none', 'auto', 'required'] as const), strictObject({ type: v.literal('function'), function: strictObject({ name: str() }) })],

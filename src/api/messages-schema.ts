@@ -6,7 +6,8 @@
 // provider, which judges them; a translation refuses a block it cannot carry
 // and drops an unknown top-level field with a `strip` normalization.
 import * as v from 'valibot';
-import { num, int, str, bool, oneOf, looseObject, record } from '../validate.js';
+import { num, int, str, bool, oneOf, looseObject, record, withFastPath } from '../validate.js';
+import { messagesMessage, messagesTool } from './fast-check.js';
 import { Fallbacks, DebugList, Extra } from './chat-schema.js';
 
 const CacheControl = looseObject({
@@ -49,10 +50,13 @@ const OtherBlock = looseObject({ type: v.pipe(str(), v.check((t) => !KNOWN_BLOCK
 
 const Block = v.variant('type', [TextBlock, ImageBlock, DocumentBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock, OtherBlock]);
 
-const Message = looseObject({
-  role: oneOf(['user', 'assistant'] as const),
-  content: v.union([str(), v.array(Block, 'must be an array of content blocks')], 'must be a string or an array of content blocks'),
-});
+export const Message = withFastPath(
+  looseObject({
+    role: oneOf(['user', 'assistant'] as const),
+    content: v.union([str(), v.array(Block, 'must be an array of content blocks')], 'must be a string or an array of content blocks'),
+  }),
+  messagesMessage,
+);
 
 const CustomTool = looseObject({
   type: v.optional(v.nullable(v.literal('custom'))),
@@ -63,7 +67,7 @@ const CustomTool = looseObject({
 });
 /** Anthropic's server tools (web_search_20250305, bash_20250124, text_editor_..., code_execution_...). */
 const ServerTool = looseObject({ type: v.pipe(str(), v.regex(/_\d{8}$/, "must be 'custom' or a versioned server tool type")), name: str(), ...cc });
-const Tool = v.union([CustomTool, ServerTool], 'must be a tool with a name and an input_schema, or a server tool');
+export const Tool = withFastPath(v.union([CustomTool, ServerTool], 'must be a tool with a name and an input_schema, or a server tool'), messagesTool);
 
 const ToolChoice = v.variant(
   'type',
