@@ -14,86 +14,126 @@ import type { KeyBus } from '../keys.js';
 import type { ReplicaStore } from '../plugin.js';
 import type { ProviderConfig } from '../config/schema.js';
 
-// KEYS: window hash, in-flight zset, budget hash, budget holds zset.
-// ARGV: rpm, tpm, max_parallel, budget (micro-USD), tokens, micros, id, lease ms, budget ttl ms, window ms (0 or -1: no such limit).
-const ADMIT = `
+// One call per client key and turn of the event loop (RedisLimits.sendTick):
+// that turn's admissions and settlements of the key, applied in order, each
+// against the counters as the previous one left them. The key's counters are
+// read once, kept in Lua locals and written back once, and expiries are set
+// once per call, so an operation costs Redis the one or two commands of its
+// own (its hold, its in-flight slot, its settled marker) and the gateway a
+// share of one command.
+//
+// KEYS: window hash, in-flight zset, then a budget hash and its holds zset per
+// budget period named, then one settled marker per settlement.
+// ARGV: window ms, lease ms, budget ttl ms, marker ttl ms, then 9 per operation:
+//   admission:  'a', rpm, tpm, max_parallel, budget micro-USD (0 or -1: no such limit), tokens, micros, id, KEYS index of the budget hash (0: none)
+//   settlement: 's', id, window start, reserved tokens, actual tokens, reserved micros, actual micros, KEYS index of the budget hash (0: none), KEYS index of the marker
+// Returns 7 numbers per admission, in order: outcome (1 admitted; 2 requests,
+// 3 tokens, 4 parallel, 5 budget: refused), reset ms, requests, tokens in the
+// window, window start, tokens reserved, micros reserved.
+// A settlement counts once however often it is retried (its marker); the
+// window's tokens are settled only in the window they were reserved in.
+const BATCH = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rpm, tpm, maxpar, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local tok, usd, id, lease, bttl, win = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local win, lease, bttl, mttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local w = redis.call('HMGET', KEYS[1], 'start', 'req', 'used', 'res')
 local start, req, used, res = tonumber(w[1]), tonumber(w[2]) or 0, tonumber(w[3]) or 0, tonumber(w[4]) or 0
-if (not start) or start + win <= now then start, req, used, res = now, 0, 0, 0 end
-local reset = start + win - now
-if tpm > 0 and tok > tpm then tok = tpm end
-if rpm > 0 and req + 1 > rpm then return {0, 'requests', reset, req, used + res, start} end
-if tpm > 0 and used + res + tok > tpm then return {0, 'tokens', reset, req, used + res, start} end
-if maxpar > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if redis.call('ZCARD', KEYS[2]) >= maxpar then return {0, 'parallel', 1000, req, used + res, start} end
-end
-if budget >= 0 then
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+local wdirty, pardirty, parswept = false, false, false
+local budgets = {}
+local function budget(i)
+  local b = budgets[i]
+  if b then return b end
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[i + 1], '-inf', now)
+  local sum = 0
   if #gone > 0 then
-    local sum = 0
     for _, m in ipairs(gone) do sum = sum + tonumber(string.match(m, ':(%d+)$')) end
-    redis.call('HINCRBY', KEYS[3], 'res', -sum)
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+    redis.call('ZREMRANGEBYSCORE', KEYS[i + 1], '-inf', now)
   end
-  local b = redis.call('HMGET', KEYS[3], 'spent', 'res')
-  local spent, bres = tonumber(b[1]) or 0, tonumber(b[2]) or 0
-  if usd > budget then usd = budget end
-  if spent >= budget or spent + bres + usd > budget then return {0, 'budget', 0, req, used + res, start} end
-  redis.call('HINCRBY', KEYS[3], 'res', usd)
-  redis.call('ZADD', KEYS[4], now + lease, id .. ':' .. usd)
-  redis.call('PEXPIRE', KEYS[3], bttl)
-  redis.call('PEXPIRE', KEYS[4], bttl)
-else
-  usd = 0
+  local v = redis.call('HMGET', KEYS[i], 'spent', 'res')
+  b = { spent = tonumber(v[1]) or 0, res = (tonumber(v[2]) or 0) - sum, dirty = sum > 0, held = false }
+  budgets[i] = b
+  return b
 end
-redis.call('HSET', KEYS[1], 'start', start, 'req', req + 1, 'used', used, 'res', res + tok)
-redis.call('PEXPIRE', KEYS[1], win * 2)
-if maxpar > 0 then
-  redis.call('ZADD', KEYS[2], now + lease, id)
-  redis.call('PEXPIRE', KEYS[2], lease)
-end
-return {1, '', reset, req + 1, used + res + tok, start, tok, usd}
-`;
-
-// KEYS: window hash, in-flight zset, budget hash ('' without a budget), budget holds zset, then one settled marker per settlement.
-// ARGV: marker ttl ms, budget ttl ms, then per settlement: id, window start, reserved tokens, actual tokens, reserved micros, actual micros.
-// Several settlements of one key (and budget period) in one call. A marker makes a settlement count once,
-// however often it is retried; the number counted now is returned.
-const SETTLE = `
-local mttl, bttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-local done = 0
-for i = 5, #KEYS do
-  local a = 3 + (i - 5) * 6
-  if redis.call('SET', KEYS[i], '1', 'NX', 'PX', mttl) then
-    done = done + 1
-    local id = ARGV[a]
-    if redis.call('HGET', KEYS[1], 'start') == ARGV[a + 1] then
-      redis.call('HINCRBY', KEYS[1], 'res', -tonumber(ARGV[a + 2]))
-      redis.call('HINCRBY', KEYS[1], 'used', tonumber(ARGV[a + 3]))
+local out = {}
+for a = 5, #ARGV, 9 do
+  if ARGV[a] == 'a' then
+    local rpm, tpm, maxpar, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    local tok, usd, id, bi = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), ARGV[a + 7], tonumber(ARGV[a + 8])
+    if (not start) or start + win <= now then start, req, used, res = now, 0, 0, 0 end
+    local reset = start + win - now
+    if tpm > 0 and tok > tpm then tok = tpm end
+    local code = 1
+    if rpm > 0 and req + 1 > rpm then code = 2
+    elseif tpm > 0 and used + res + tok > tpm then code = 3
+    elseif maxpar > 0 then
+      if not parswept then
+        redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+        parswept = true
+      end
+      if redis.call('ZCARD', KEYS[2]) >= maxpar then code, reset = 4, 1000 end
+    end
+    local b
+    if code == 1 and bi > 0 then
+      b = budget(bi)
+      if usd > limit then usd = limit end
+      if b.spent >= limit or b.spent + b.res + usd > limit then code, reset = 5, 0 end
+    end
+    if code == 1 then
+      if b then
+        b.res = b.res + usd
+        b.dirty, b.held = true, true
+        redis.call('ZADD', KEYS[bi + 1], now + lease, id .. ':' .. usd)
+      else
+        usd = 0
+      end
+      req, res, wdirty = req + 1, res + tok, true
+      if maxpar > 0 then
+        redis.call('ZADD', KEYS[2], now + lease, id)
+        pardirty = true
+      end
+      out[#out + 1] = 1
+    else
+      tok, usd = 0, 0
+      out[#out + 1] = code
+    end
+    out[#out + 1] = reset
+    out[#out + 1] = req
+    out[#out + 1] = used + res
+    out[#out + 1] = start
+    out[#out + 1] = tok
+    out[#out + 1] = usd
+  elseif redis.call('SET', KEYS[tonumber(ARGV[a + 8])], '1', 'NX', 'PX', mttl) then
+    local id, bi = ARGV[a + 1], tonumber(ARGV[a + 7])
+    if start == tonumber(ARGV[a + 2]) then
+      res, used, wdirty = res - tonumber(ARGV[a + 3]), used + tonumber(ARGV[a + 4]), true
     end
     redis.call('ZREM', KEYS[2], id)
-    if KEYS[3] ~= '' then
-      if redis.call('ZREM', KEYS[4], id .. ':' .. ARGV[a + 4]) == 1 then redis.call('HINCRBY', KEYS[3], 'res', -tonumber(ARGV[a + 4])) end
-      local spent = tonumber(ARGV[a + 5])
-      if spent > 0 then
-        redis.call('HINCRBY', KEYS[3], 'spent', spent)
-        redis.call('PEXPIRE', KEYS[3], bttl)
-      end
+    if bi > 0 then
+      local b = budget(bi)
+      if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. ARGV[a + 5]) == 1 then b.res = b.res - tonumber(ARGV[a + 5]) end
+      b.spent = b.spent + tonumber(ARGV[a + 6])
+      b.dirty = true
     end
   end
 end
-return done
+if wdirty then
+  redis.call('HSET', KEYS[1], 'start', start, 'req', req, 'used', used, 'res', res)
+  redis.call('PEXPIRE', KEYS[1], win * 2)
+end
+if pardirty then redis.call('PEXPIRE', KEYS[2], lease) end
+for i, b in pairs(budgets) do
+  if b.dirty then
+    redis.call('HSET', KEYS[i], 'spent', b.spent, 'res', b.res)
+    redis.call('PEXPIRE', KEYS[i], bttl)
+  end
+  if b.held then redis.call('PEXPIRE', KEYS[i + 1], bttl) end
+end
+return out
 `;
 
 type Scripted = Redis & {
-  gwAdmit(k1: string, k2: string, k3: string, k4: string, ...args: (string | number)[]): Promise<[number, string, number, number, number, number, number?, number?]>;
-  /** numkeys, then the keys and the arguments (SETTLE). */
-  gwSettle(...args: (string | number)[]): Promise<number>;
+  /** numkeys, then the keys and the arguments (BATCH). */
+  gwLimits(...args: (string | number)[]): Promise<number[]>;
 };
 
 export interface RedisOptions {
@@ -128,28 +168,36 @@ export function connect(o: RedisOptions, logger: Logger, role: string): Redis {
 const BUDGET_TTL_MS = 33 * 24 * 3600_000;
 const SETTLED_TTL_MS = 2 * LEASE_MS;
 const PENDING_MAX = 10_000;
+/** Operations per BATCH call. */
+const BATCH_OPS = 200;
+/** BATCH's outcome codes 2… of a refused admission. */
+const REFUSALS: Rejection[] = ['requests', 'tokens', 'parallel', 'budget'];
 
-/** Settlements per SETTLE call. */
-const SETTLE_BATCH = 200;
-
-/** A key's settlements in calls of at most SETTLE_BATCH. */
-const chunks = (list: Settlement[]): Settlement[][] => Array.from({ length: Math.ceil(list.length / SETTLE_BATCH) }, (_, i) => list.slice(i * SETTLE_BATCH, (i + 1) * SETTLE_BATCH));
+interface Admission {
+  kind: 'a';
+  req: AdmitRequest;
+  period?: { id: string; endsAt: number };
+  resolve(r: AdmitResult): void;
+  reject(err: Error): void;
+}
 
 interface Settlement {
+  kind: 's';
   res: Reservation;
   actual: Estimate;
   done?: { resolve(): void; reject(err: Error): void };
 }
 
+type Op = Admission | Settlement;
+
 export class RedisLimits implements LimitStore {
   private r: Scripted;
-  /** Settlements of this turn of the event loop, by key and budget period: sent together at its end. */
-  private queued = new Map<string, Settlement[]>();
-  private flushing = false;
-  /** Whether the connection's socket is corked until the end of this turn (batch()). */
-  private corked = false;
+  /** This turn of the event loop's admissions and settlements, by client key: one BATCH call each at its end. */
+  private queued = new Map<string, Op[]>();
+  private scheduled = false;
   /** Settlements that failed (Redis down or slow): retried, counted once thanks to their marker. */
   private pending: Settlement[] = [];
+  private retrying = false;
   private retry: NodeJS.Timeout;
   constructor(
     redis: Redis,
@@ -157,138 +205,127 @@ export class RedisLimits implements LimitStore {
     private logger: Logger,
   ) {
     this.r = redis as Scripted;
-    this.r.defineCommand('gwAdmit', { numberOfKeys: 4, lua: ADMIT });
-    this.r.defineCommand('gwSettle', { lua: SETTLE });
+    this.r.defineCommand('gwLimits', { lua: BATCH });
     this.retry = setInterval(() => void this.flush(), 1000);
     this.retry.unref();
   }
 
-  private keys(key: string, period?: string): [string, string, string, string] {
-    // One hash tag per key: a Redis Cluster keeps a key's counters on one node.
-    const k = `${this.prefix}lim:{${key}}`;
-    return [`${k}:win`, `${k}:par`, period ? `${k}:bd:${period}` : '', period ? `${k}:bdh:${period}` : ''];
-  }
-
   /**
-   * Commands issued from now to the end of this turn of the event loop leave
-   * in one write: under load, the admissions and settlements of many requests
-   * share a system call (on loopback and in containers a write to Redis costs
-   * the sender the whole TCP path), instead of one each. Nothing waits longer
-   * than this turn, and each command keeps its own timeout.
+   * Decided at the end of this turn of the event loop, in one call with the
+   * turn's other admissions and settlements of the key (the order they came
+   * in): under load many requests share a call and a system call, instead of
+   * a call each. Nothing waits longer than this turn, and the call has the
+   * connection's timeout (state.timeout_ms).
    */
-  private batch(): void {
-    const stream = (this.r as unknown as { stream?: { writable?: boolean; cork(): void; uncork(): void } }).stream;
-    if (this.corked || !stream?.writable || this.r.status !== 'ready') return;
-    this.corked = true;
-    stream.cork();
-    setImmediate(() => {
-      this.corked = false;
-      stream.uncork();
-    });
+  admit(req: AdmitRequest): Promise<AdmitResult> {
+    const period = req.limits.budget_usd !== undefined ? budgetPeriod(req.limits.budget_period, Date.now()) : undefined;
+    return new Promise((resolve, reject) => this.enqueue(req.key, { kind: 'a', req, period, resolve, reject }));
   }
 
-  async admit({ key, id, limits, estimate }: AdmitRequest): Promise<AdmitResult> {
-    const period = limits.budget_usd !== undefined ? budgetPeriod(limits.budget_period, Date.now()) : undefined;
-    const [win, par, bd, bdh] = this.keys(key, period?.id);
-    this.batch();
-    const out = await this.r.gwAdmit(
-      win,
-      par,
-      bd || `${win}:nobd`,
-      bdh || `${win}:nobdh`,
-      limits.rpm ?? 0,
-      limits.tpm ?? 0,
-      limits.max_parallel ?? 0,
-      limits.budget_usd !== undefined ? toMicros(limits.budget_usd) : -1,
-      estimate.tokens,
-      estimate.micros,
-      id,
-      LEASE_MS,
-      BUDGET_TTL_MS,
-      WINDOW_MS,
-    );
-    const [ok, reason, reset, requests, tokens, start] = out;
-    const view = { requests, tokens, resetMs: reset };
-    if (ok !== 1) return { ok: false, reason: reason as Rejection, retryAfterMs: reason === 'budget' && period ? period.endsAt - Date.now() : reset, view };
-    return { ok: true, view, reservation: { key, id, window: start, tokens: out[6] ?? 0, micros: out[7] ?? 0, period: period?.id, parallel: limits.max_parallel !== undefined } };
-  }
-
-  /**
-   * Settled at the end of this turn of the event loop, with the other
-   * settlements of the turn: one script call per key (and budget period), in
-   * one write. A settlement that fails waits in `pending` (retried every
-   * second) and rejects.
-   */
+  /** Settled at the end of this turn, as admit() is. One that fails waits in `pending` (retried every second) and rejects. */
   settle(res: Reservation, actual: Estimate): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const group = `${res.key}\n${res.period ?? ''}`;
-      const list = this.queued.get(group);
-      const s = { res, actual, done: { resolve, reject } };
-      if (list) list.push(s);
-      else this.queued.set(group, [s]);
-      if (!this.flushing) {
-        this.flushing = true;
-        setImmediate(() => this.sendQueued());
-      }
-    });
+    return new Promise((resolve, reject) => this.enqueue(res.key, { kind: 's', res, actual, done: { resolve, reject } }));
   }
 
-  private sendQueued(): Promise<unknown> {
-    this.flushing = false;
-    const groups = [...this.queued.values()];
+  private enqueue(key: string, op: Op): void {
+    const list = this.queued.get(key);
+    if (list) list.push(op);
+    else this.queued.set(key, [op]);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => void this.sendTick());
+    }
+  }
+
+  /** This turn's operations: a call per key (of at most BATCH_OPS operations), all in one write to the socket. */
+  private sendTick(): Promise<unknown> {
+    this.scheduled = false;
+    const groups = [...this.queued];
     this.queued.clear();
-    this.batch();
+    const stream = (this.r as unknown as { stream?: { writable?: boolean; cork(): void; uncork(): void } }).stream;
+    const cork = this.r.status === 'ready' && stream?.writable === true;
+    if (cork) stream!.cork();
     const sent: Promise<void>[] = [];
-    for (const part of groups.flatMap(chunks))
-      sent.push(
-        this.settleNow(part).then(
-          () => part.forEach((s) => s.done?.resolve()),
-          (err: Error) => {
-            for (const s of part) {
-              if (this.pending.length < PENDING_MAX) this.pending.push({ res: s.res, actual: s.actual });
-              s.done?.reject(err);
-            }
-          },
-        ),
-      );
+    for (const [key, ops] of groups) for (let i = 0; i < ops.length; i += BATCH_OPS) sent.push(this.send(key, ops.slice(i, i + BATCH_OPS)));
+    if (cork) stream!.uncork();
     return Promise.all(sent);
   }
 
-  /** One SETTLE call for settlements of one key and budget period. */
-  private settleNow(list: Settlement[]): Promise<number> {
-    const { key, period } = list[0].res;
-    const [win, par, bd, bdh] = this.keys(key, period);
-    const markers = list.map((s) => `${this.prefix}settled:{${key}}:${s.res.id}`);
-    const args: (string | number)[] = [4 + list.length, win, par, bd, bdh || `${win}:nobdh`, ...markers, SETTLED_TTL_MS, BUDGET_TTL_MS];
-    for (const { res, actual } of list) args.push(res.id, res.window, res.tokens, actual.tokens, res.micros, actual.micros);
-    return this.r.gwSettle(...args);
-  }
-
-  /** Send the settlements that failed again, grouped as settle() does. */
-  private async flush(): Promise<void> {
-    if (!this.pending.length || this.r.status !== 'ready') return;
-    const batch = this.pending.splice(0, 500);
-    const groups = new Map<string, Settlement[]>();
-    for (const s of batch) {
-      const g = `${s.res.key}\n${s.res.period ?? ''}`;
-      groups.set(g, [...(groups.get(g) ?? []), s]);
-    }
-    const left = [...groups.values()].flatMap(chunks);
-    while (left.length) {
-      try {
-        await this.settleNow(left[0]);
-        left.shift();
-      } catch {
-        this.pending.push(...left.flat());
-        return;
+  /** One BATCH call for operations of one client key; never rejects (each operation is answered). */
+  private send(key: string, ops: Op[]): Promise<void> {
+    // One hash tag per key: a Redis Cluster keeps a key's counters on one node.
+    const k = `${this.prefix}lim:{${key}}`;
+    const keys = [`${k}:win`, `${k}:par`];
+    const budgets = new Map<string, number>();
+    /** The KEYS index (from 1) of a budget period's hash, its holds next to it; 0 without a budget. */
+    const budget = (period: string | undefined): number => {
+      if (!period) return 0;
+      let i = budgets.get(period);
+      if (i === undefined) {
+        keys.push(`${k}:bd:${period}`, `${k}:bdh:${period}`);
+        budgets.set(period, (i = keys.length - 1));
+      }
+      return i;
+    };
+    const argv: (string | number)[] = [WINDOW_MS, LEASE_MS, BUDGET_TTL_MS, SETTLED_TTL_MS];
+    for (const op of ops) {
+      if (op.kind === 'a') {
+        const { limits: l, estimate, id } = op.req;
+        argv.push('a', l.rpm ?? 0, l.tpm ?? 0, l.max_parallel ?? 0, l.budget_usd !== undefined ? toMicros(l.budget_usd) : -1, estimate.tokens, estimate.micros, id, budget(op.period?.id));
+      } else {
+        const { res, actual } = op;
+        const b = budget(res.period);
+        keys.push(`${this.prefix}settled:{${key}}:${res.id}`);
+        argv.push('s', res.id, res.window, res.tokens, actual.tokens, res.micros, actual.micros, b, keys.length);
       }
     }
-    this.logger.info({ settled: batch.length }, 'redis: settled reservations that had waited for it');
+    return this.r.gwLimits(keys.length, ...keys, ...argv).then(
+      (out) => {
+        let j = 0;
+        for (const op of ops) {
+          if (op.kind === 's') {
+            op.done?.resolve();
+            continue;
+          }
+          const [code, reset, requests, tokens, start, tok, usd] = out.slice(j, (j += 7));
+          const { key, id, limits } = op.req;
+          const view = { requests, tokens, resetMs: reset };
+          if (code === 1) op.resolve({ ok: true, view, reservation: { key, id, window: start, tokens: tok, micros: usd, period: op.period?.id, parallel: limits.max_parallel !== undefined } });
+          else {
+            const reason = REFUSALS[code - 2];
+            op.resolve({ ok: false, reason, retryAfterMs: reason === 'budget' && op.period ? op.period.endsAt - Date.now() : reset, view });
+          }
+        }
+      },
+      (err: Error) => {
+        for (const op of ops) {
+          if (op.kind === 'a') op.reject(err);
+          else {
+            if (this.pending.length < PENDING_MAX) this.pending.push({ kind: 's', res: op.res, actual: op.actual });
+            op.done?.reject(err);
+          }
+        }
+      },
+    );
+  }
+
+  /** Send the settlements that failed again (with this turn's other operations); those that fail again wait for the next try. */
+  private async flush(): Promise<void> {
+    if (this.retrying || !this.pending.length || this.r.status !== 'ready') return;
+    this.retrying = true;
+    try {
+      const batch = this.pending.splice(0, 500);
+      const tries = await Promise.allSettled(batch.map((s) => new Promise<void>((resolve, reject) => this.enqueue(s.res.key, { ...s, done: { resolve, reject } }))));
+      const settled = tries.filter((x) => x.status === 'fulfilled').length;
+      if (settled) this.logger.info({ settled }, 'redis: settled reservations that had waited for it');
+    } finally {
+      this.retrying = false;
+    }
   }
 
   async close(): Promise<void> {
     clearInterval(this.retry);
-    if (this.queued.size) await this.sendQueued();
+    if (this.queued.size) await this.sendTick();
     await this.flush().catch(() => {});
   }
 }
