@@ -8,7 +8,7 @@ import { serialiseBody } from '../json-source.js';
 import type { ProviderCall } from '../plugin.js';
 import { TransportError, namedTransportError } from '../upstream/errors.js';
 import { readBody } from '../upstream/body.js';
-import type { UpstreamResponse } from '../upstream/transport.js';
+import type { UpstreamRequest, UpstreamResponse, WholeResponse } from '../upstream/transport.js';
 import type { SSEEvent } from '../sse.js';
 import { errors } from '../errors.js';
 import { sseFraming, type Framing } from '../stream/framing.js';
@@ -78,7 +78,8 @@ function serialise(body: unknown, provider: string): string | Buffer {
   }
 }
 
-export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCallOptions, streaming = false): Promise<UpstreamResponse> {
+/** The request as the transport gets it: serialised, the operator's headers merged, authorized. */
+async function outgoing(call: ProviderCall<unknown>, o: UpstreamCallOptions, streaming: boolean): Promise<UpstreamRequest> {
   const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : serialise(o.body, call.provider.name);
   // The plugin's headers first; the operator's `headers` in gateway.yaml win.
   let headers: Record<string, string> = { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers, ...call.provider.headers };
@@ -91,34 +92,46 @@ export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCa
     await authorizeWithin(authorize(out, call), call);
     ({ url, headers } = out);
   }
+  return {
+    pool: call.provider.pool ?? call.provider.name,
+    url,
+    method,
+    headers,
+    body: body as Buffer | string | undefined,
+    signal: call.signal,
+    firstByteTimeoutMs: call.provider.timeout_ms,
+    maxSockets: call.provider.max_sockets,
+    releaseBody: streaming,
+  };
+}
+
+/** A transport failure named by its provider, never by its address. */
+function named(err: unknown, call: ProviderCall<unknown>): unknown {
+  return err instanceof TransportError ? namedTransportError(err, call.provider.name) : err;
+}
+
+/** The UpstreamError of an answer with status >= 400, from its body (the mapper gets the JSON, or the text). */
+function answerError(status: number, bytes: Buffer, headers: UpstreamResponse['headers'], o: UpstreamCallOptions): UpstreamError {
+  const text = bytes.toString('utf8');
+  let parsed: unknown = undefined;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    /* not JSON: the mapper gets the text */
+  }
+  const mapped = o.mapError(status, parsed, text, headers);
+  return new UpstreamError(status, mapped.error, mapped.retryAfterMs ?? parseRetryAfter(headers));
+}
+
+export async function upstreamRequest(call: ProviderCall<unknown>, o: UpstreamCallOptions, streaming = false): Promise<UpstreamResponse> {
+  const req = await outgoing(call, o, streaming);
   let res: UpstreamResponse;
   try {
-    res = await call.transport.request({
-      pool: call.provider.pool ?? call.provider.name,
-      url,
-      method,
-      headers,
-      body: body as Buffer | string | undefined,
-      signal: call.signal,
-      firstByteTimeoutMs: call.provider.timeout_ms,
-      maxSockets: call.provider.max_sockets,
-      releaseBody: streaming,
-    });
+    res = await call.transport.request(req);
   } catch (err) {
-    // Named by its provider, never by its address.
-    throw err instanceof TransportError ? namedTransportError(err, call.provider.name) : err;
+    throw named(err, call);
   }
-  if (res.status >= 400) {
-    const text = (await readBody(res.body, undefined, call.provider.stream_idle_timeout_ms)).toString('utf8');
-    let parsed: unknown = undefined;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      /* not JSON: the mapper gets the text */
-    }
-    const mapped = o.mapError(res.status, parsed, text, res.headers);
-    throw new UpstreamError(res.status, mapped.error, mapped.retryAfterMs ?? parseRetryAfter(res.headers));
-  }
+  if (res.status >= 400) throw answerError(res.status, await readBody(res.body, undefined, call.provider.stream_idle_timeout_ms), res.headers, o);
   return res;
 }
 
@@ -148,10 +161,28 @@ function authorizeWithin(pending: void | Promise<void>, call: ProviderCall<unkno
   });
 }
 
+/** The most an upstream JSON answer may be (readBody's default). */
+const JSON_LIMIT = 64 * 1024 * 1024;
+
 export async function upstreamJson<T = Record<string, unknown>>(call: ProviderCall<unknown>, o: UpstreamCallOptions): Promise<T> {
-  const res = await upstreamRequest(call, o);
   // A body that stops arriving half-way is bounded like a silent stream.
-  const buf = await readBody(res.body, undefined, call.provider.stream_idle_timeout_ms);
+  const idleMs = call.provider.stream_idle_timeout_ms;
+  let buf: Buffer;
+  if (call.transport.requestWhole) {
+    // The whole answer from the transport at once: no body stream to read it from.
+    const req = await outgoing(call, o, false);
+    let res: WholeResponse;
+    try {
+      res = await call.transport.requestWhole(req, JSON_LIMIT, idleMs);
+    } catch (err) {
+      throw named(err, call);
+    }
+    if (res.status >= 400) throw answerError(res.status, res.body, res.headers, o);
+    buf = res.body;
+  } else {
+    const res = await upstreamRequest(call, o);
+    buf = await readBody(res.body, JSON_LIMIT, idleMs);
+  }
   try {
     return JSON.parse(buf.toString('utf8')) as T;
   } catch {

@@ -46,8 +46,23 @@ export interface UpstreamResponse {
   release(): void;
 }
 
+/** A whole (small, non-streaming) answer: its status, headers and every byte of its body. */
+export interface WholeResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
 export interface Transport {
   request(req: UpstreamRequest): Promise<UpstreamResponse>;
+  /**
+   * The whole answer at once (a JSON call): the body read with a size limit
+   * (EBODYTOOLARGE) and, with `idleMs`, an idle deadline (ETIMEDOUT_IDLE), as
+   * readBody() (body.ts) reads request()'s. Optional: a transport without it
+   * is read through request(). The undici transport has it without a body
+   * stream (docs/performance.md, "What a request costs").
+   */
+  requestWhole?(req: UpstreamRequest, limit: number, idleMs?: number): Promise<WholeResponse>;
   /**
    * Close the pools of these names (and of `<name>#...`) once the calls on
    * them have ended; a later call under such a name opens a new pool. A

@@ -2,8 +2,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Pool, Dispatcher } from 'undici';
 import { undiciPool } from '../lazy.js';
-import { poolIn, type Transport, type UpstreamRequest, type UpstreamResponse } from './transport.js';
-import { TransportError, socketError } from './errors.js';
+import { poolIn, type Transport, type UpstreamRequest, type UpstreamResponse, type WholeResponse } from './transport.js';
+import { TransportError, socketError, bodyError, idleTimeout } from './errors.js';
 import { oneShot, ONE_SHOT_MIN_BYTES } from './body.js';
 
 /**
@@ -39,6 +39,18 @@ export function createUndiciTransport(): Transport {
   };
 
   return {
+    requestWhole(r: UpstreamRequest, limit: number, idleMs?: number): Promise<WholeResponse> {
+      if (r.signal.aborted) return Promise.reject(new TransportError('aborted before sending', 'ABORTED'));
+      const t = targetOf(r.pool, r.url);
+      const method = r.method ?? 'POST';
+      return new Promise<WholeResponse>((resolve, reject) => {
+        const handler = new WholeHandler(r.signal, limit, idleMs, r.firstByteTimeoutMs, resolve, reject);
+        poolFor(t, r.maxSockets ?? 256, r.firstByteTimeoutMs).dispatch(
+          { path: t.path, method, headers: r.headers, body: r.body ?? (method === 'GET' ? undefined : ''), headersTimeout: r.firstByteTimeoutMs, bodyTimeout: 0 },
+          handler,
+        );
+      });
+    },
     async request(r: UpstreamRequest): Promise<UpstreamResponse> {
       if (r.signal.aborted) throw new TransportError('aborted before sending', 'ABORTED');
       const t = targetOf(r.pool, r.url);
@@ -84,6 +96,97 @@ export function createUndiciTransport(): Transport {
       pools.clear();
     },
   };
+}
+
+/**
+ * A whole answer read straight from undici's dispatch handler: no response
+ * object, body stream or stream events (what `request()` gives a JSON call
+ * costs more than reading it). The same outcomes as request() + readBody():
+ * the first-byte deadline (headersTimeout), the abort of the call's signal
+ * before and after the headers, the body's size limit and idle deadline, and
+ * the same TransportErrors.
+ */
+class WholeHandler implements Dispatcher.DispatchHandler {
+  private abortCall: ((err?: Error) => void) | undefined;
+  private status = 0;
+  private raw: Buffer[] = [];
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private idle: NodeJS.Timeout | undefined;
+  private settled = false;
+  private readonly onAbort = () => this.fail(new TransportError('request aborted', 'ABORTED'));
+
+  constructor(
+    private readonly signal: AbortSignal,
+    private readonly limit: number,
+    private readonly idleMs: number | undefined,
+    private readonly firstByteMs: number,
+    private readonly resolve: (r: WholeResponse) => void,
+    private readonly reject: (err: Error) => void,
+  ) {
+    signal.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortCall = abort;
+    if (this.settled) abort();
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    if (statusCode < 200) return true; // 1xx: the answer is still to come
+    this.status = statusCode;
+    this.raw = rawHeaders;
+    if (this.idleMs) this.idle = setTimeout(() => this.fail(idleTimeout(this.idleMs!)), this.idleMs);
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.idle?.refresh();
+    this.size += chunk.length;
+    if (this.size > this.limit) this.fail(new TransportError('upstream body too large', 'EBODYTOOLARGE'));
+    else this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(): void {
+    if (this.settled) return;
+    this.done();
+    const c = this.chunks;
+    this.resolve({ status: this.status, headers: headersOf(this.raw), body: c.length === 1 ? c[0] : Buffer.concat(c) });
+  }
+
+  onError(err: Error): void {
+    if (this.settled) return;
+    this.done();
+    // After the headers, a broken body (readBody's errors); before them, the call's (request()'s).
+    this.reject(this.status ? bodyError(err) : undiciError(err, this.firstByteMs));
+  }
+
+  /** Give up on the call: `err` is the outcome, the connection is torn down. */
+  private fail(err: TransportError): void {
+    if (this.settled) return;
+    this.done();
+    this.reject(err);
+    this.abortCall?.(err);
+  }
+
+  private done(): void {
+    this.settled = true;
+    if (this.idle) clearTimeout(this.idle);
+    this.signal.removeEventListener('abort', this.onAbort);
+  }
+}
+
+/** undici's raw response headers as node:http's object: names in lower case, a repeated header's values in an array. */
+function headersOf(raw: Buffer[]): IncomingHttpHeaders {
+  const h: Record<string, string | string[]> = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = raw[i].toString('latin1').toLowerCase();
+    const v = raw[i + 1].toString('utf8');
+    const prev = h[k];
+    h[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return h;
 }
 
 function undiciError(err: unknown, timeoutMs: number): TransportError {
