@@ -83,10 +83,12 @@ const SUSPECT = /"(?:_|\\u005[fF])(?:_|\\u005[fF])(?:p|\\u0070)(?:r|\\u0072)(?:o
 /**
  * Parse JSON text; a `__proto__` key anywhere is refused (it would re-prototype an object a plugin copies into).
  * `bytes` (the text's UTF-8 bytes, when at hand) lets a large body skip the pattern: it can only match
- * where the bytes hold `__proto__` or a `\u` escape, and a byte search finds neither faster.
+ * where the bytes hold `__proto` or a `\u` escape, and a byte search finds neither faster. (`__proto`, not
+ * `__proto__`: Buffer#indexOf found the shorter needle 15-40x faster in the agent conversations, whose
+ * `_` and `__` are frequent, 60-150 µs a 120 KB body for the longer one.)
  */
 export function parseJsonText(text: string, bytes?: Buffer): unknown {
-  if (bytes && bytes.indexOf('__proto__') === -1 && bytes.indexOf('\\u') === -1) return JSON.parse(text);
+  if (bytes && bytes.indexOf('__proto') === -1 && bytes.indexOf('\\u') === -1) return JSON.parse(text);
   if (!SUSPECT.test(text)) return JSON.parse(text);
   return JSON.parse(text, (k, v) => {
     if (k === '__proto__') throw new GatewayError(400, 'invalid_request_error', "Request body must not contain a '__proto__' key.", { code: 'invalid_json' });
