@@ -67,13 +67,22 @@ export interface LimitStore {
   close(): Promise<void>;
 }
 
+/** The last period computed of each kind (every limited request asks; the answer changes once a day or month). */
+const lastPeriod = { day: { id: '', from: 0, endsAt: 0 }, month: { id: '', from: 0, endsAt: 0 } };
+
 /** The budget period a time falls in (UTC) and when it ends. */
 export function budgetPeriod(kind: 'day' | 'month', now: number): { id: string; endsAt: number } {
+  const last = lastPeriod[kind];
+  if (now >= last.from && now < last.endsAt) return last;
   const d = new Date(now);
   const y = d.getUTCFullYear();
   const m = d.getUTCMonth();
-  if (kind === 'day') return { id: d.toISOString().slice(0, 10), endsAt: Date.UTC(y, m, d.getUTCDate() + 1) };
-  return { id: d.toISOString().slice(0, 7), endsAt: Date.UTC(y, m + 1, 1) };
+  const p =
+    kind === 'day'
+      ? { id: d.toISOString().slice(0, 10), from: Date.UTC(y, m, d.getUTCDate()), endsAt: Date.UTC(y, m, d.getUTCDate() + 1) }
+      : { id: d.toISOString().slice(0, 7), from: Date.UTC(y, m, 1), endsAt: Date.UTC(y, m + 1, 1) };
+  lastPeriod[kind] = p;
+  return p;
 }
 
 export const toMicros = (usd: number): number => Math.ceil(usd * 1e6 - 1e-6);

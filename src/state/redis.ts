@@ -18,20 +18,24 @@ import type { ProviderConfig } from '../config/schema.js';
 // that turn's admissions and settlements of the key, applied in order, each
 // against the counters as the previous one left them. The key's counters are
 // read once, kept in Lua locals and written back once, and expiries are set
-// once per call, so an operation costs Redis the one or two commands of its
-// own (its hold, its in-flight slot, its settled marker) and the gateway a
-// share of one command.
+// once per call, so an operation costs Redis the command or two of its own
+// (its hold, its in-flight slot) and the gateway a share of one command.
 //
-// KEYS: window hash, in-flight zset, then a budget hash and its holds zset per
-// budget period named, then one settled marker per settlement.
+// A settlement counts once however often it is retried: it applies only if it
+// removes what its admission left, its budget hold (or, when the lease ran
+// out first, the note that the hold was reclaimed), else its in-flight slot;
+// a reservation with neither (rpm / tpm only) leaves a settled marker. The
+// window's tokens are settled only in the window they were reserved in.
+//
+// KEYS: window hash, in-flight zset, then per budget period named its hash,
+// holds zset and reclaimed-holds zset, then the settled markers.
 // ARGV: window ms, lease ms, budget ttl ms, marker ttl ms, then 9 per operation:
 //   admission:  'a', rpm, tpm, max_parallel, budget micro-USD (0 or -1: no such limit), tokens, micros, id, KEYS index of the budget hash (0: none)
-//   settlement: 's', id, window start, reserved tokens, actual tokens, reserved micros, actual micros, KEYS index of the budget hash (0: none), KEYS index of the marker
+//   settlement: 's', id, window start, reserved tokens, actual tokens, reserved micros, actual micros, KEYS index of the budget hash (0: none),
+//               KEYS index of its marker (-1: it holds an in-flight slot, 0: neither)
 // Returns 7 numbers per admission, in order: outcome (1 admitted; 2 requests,
 // 3 tokens, 4 parallel, 5 budget: refused), reset ms, requests, tokens in the
 // window, window start, tokens reserved, micros reserved.
-// A settlement counts once however often it is retried (its marker); the
-// window's tokens are settled only in the window they were reserved in.
 const BATCH = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -46,8 +50,15 @@ local function budget(i)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[i + 1], '-inf', now)
   local sum = 0
   if #gone > 0 then
-    for _, m in ipairs(gone) do sum = sum + tonumber(string.match(m, ':(%d+)$')) end
+    -- Leases that ran out (a replica that died): released, and noted so that a late settlement still counts its spend once.
+    for _, m in ipairs(gone) do
+      local id, usd = string.match(m, '^(.*):(%d+)$')
+      sum = sum + tonumber(usd)
+      redis.call('ZADD', KEYS[i + 2], now + mttl, id)
+    end
     redis.call('ZREMRANGEBYSCORE', KEYS[i + 1], '-inf', now)
+    redis.call('ZREMRANGEBYSCORE', KEYS[i + 2], '-inf', now)
+    redis.call('PEXPIRE', KEYS[i + 2], mttl)
   end
   local v = redis.call('HMGET', KEYS[i], 'spent', 'res')
   b = { spent = tonumber(v[1]) or 0, res = (tonumber(v[2]) or 0) - sum, dirty = sum > 0, held = false }
@@ -102,17 +113,31 @@ for a = 5, #ARGV, 9 do
     out[#out + 1] = start
     out[#out + 1] = tok
     out[#out + 1] = usd
-  elseif redis.call('SET', KEYS[tonumber(ARGV[a + 8])], '1', 'NX', 'PX', mttl) then
-    local id, bi = ARGV[a + 1], tonumber(ARGV[a + 7])
-    if start == tonumber(ARGV[a + 2]) then
-      res, used, wdirty = res - tonumber(ARGV[a + 3]), used + tonumber(ARGV[a + 4]), true
-    end
-    redis.call('ZREM', KEYS[2], id)
+  else
+    local id, bi, mi = ARGV[a + 1], tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8])
+    local first, b
     if bi > 0 then
-      local b = budget(bi)
-      if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. ARGV[a + 5]) == 1 then b.res = b.res - tonumber(ARGV[a + 5]) end
-      b.spent = b.spent + tonumber(ARGV[a + 6])
-      b.dirty = true
+      b = budget(bi)
+      if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. ARGV[a + 5]) == 1 then
+        b.res = b.res - tonumber(ARGV[a + 5])
+        first = true
+      else
+        first = redis.call('ZREM', KEYS[bi + 2], id) == 1
+      end
+      if mi < 0 then redis.call('ZREM', KEYS[2], id) end
+    elseif mi < 0 then
+      first = redis.call('ZREM', KEYS[2], id) == 1
+    else
+      first = redis.call('SET', KEYS[mi], '1', 'NX', 'PX', mttl) ~= false
+    end
+    if first then
+      if start == tonumber(ARGV[a + 2]) then
+        res, used, wdirty = res - tonumber(ARGV[a + 3]), used + tonumber(ARGV[a + 4]), true
+      end
+      if b then
+        b.spent = b.spent + tonumber(ARGV[a + 6])
+        b.dirty = true
+      end
     end
   end
 end
@@ -257,13 +282,13 @@ export class RedisLimits implements LimitStore {
     const k = `${this.prefix}lim:{${key}}`;
     const keys = [`${k}:win`, `${k}:par`];
     const budgets = new Map<string, number>();
-    /** The KEYS index (from 1) of a budget period's hash, its holds next to it; 0 without a budget. */
+    /** The KEYS index (from 1) of a budget period's hash, its holds and reclaimed holds next to it; 0 without a budget. */
     const budget = (period: string | undefined): number => {
       if (!period) return 0;
       let i = budgets.get(period);
       if (i === undefined) {
-        keys.push(`${k}:bd:${period}`, `${k}:bdh:${period}`);
-        budgets.set(period, (i = keys.length - 1));
+        keys.push(`${k}:bd:${period}`, `${k}:bdh:${period}`, `${k}:bdx:${period}`);
+        budgets.set(period, (i = keys.length - 2));
       }
       return i;
     };
@@ -274,9 +299,9 @@ export class RedisLimits implements LimitStore {
         argv.push('a', l.rpm ?? 0, l.tpm ?? 0, l.max_parallel ?? 0, l.budget_usd !== undefined ? toMicros(l.budget_usd) : -1, estimate.tokens, estimate.micros, id, budget(op.period?.id));
       } else {
         const { res, actual } = op;
-        const b = budget(res.period);
-        keys.push(`${this.prefix}settled:{${key}}:${res.id}`);
-        argv.push('s', res.id, res.window, res.tokens, actual.tokens, res.micros, actual.micros, b, keys.length);
+        // Its hold or its slot makes the settlement count once; a marker where it has neither.
+        if (!res.period && !res.parallel) keys.push(`${this.prefix}settled:{${key}}:${res.id}`);
+        argv.push('s', res.id, res.window, res.tokens, actual.tokens, res.micros, actual.micros, budget(res.period), res.parallel ? -1 : res.period ? 0 : keys.length);
       }
     }
     return this.r.gwLimits(keys.length, ...keys, ...argv).then(
