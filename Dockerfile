@@ -23,7 +23,13 @@ RUN npm run build && find dist -name '*.map' -delete && find dist -name '*.d.ts'
 
 # ---- runtime: production dependencies and the compiled gateway only ----
 FROM ${NODE_IMAGE} AS runtime
-ENV NODE_ENV=production
+# MALLOC_MMAP_THRESHOLD_: glibc maps buffers of 128 KB and more on their own
+# and unmaps them when freed. Without it glibc raises its threshold after the
+# first large free, and the large request bodies of agent conversations
+# (100-400 KB) then stay in its heap after a load (docs/performance.md,
+# "Memory"). Read only when the process starts, so it is set here.
+ENV NODE_ENV=production \
+    MALLOC_MMAP_THRESHOLD_=131072
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No production dependency has an install script the gateway needs (they are

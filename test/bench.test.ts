@@ -11,7 +11,7 @@ import { runBenchmark, buildRows, servingProfile, FULL } from '../bench/bench.js
 import { HEAVY_DEFAULT, heavyChatBody, expectedAnthropic, checkAnthropicHeavy } from '../bench/heavy.js';
 import { formatTable, svgChart, driftLine, type BenchReport, type RowResult } from '../bench/report.js';
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
-import { redisDown } from '../bench/processes.js';
+import { redisDown, IMAGE_ENV, PROJECT_ROOT } from '../bench/processes.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
 
 const finite = (n: unknown) => typeof n === 'number' && Number.isFinite(n);
@@ -346,4 +346,14 @@ t.test('--profile summarises the newest profile: the serving process, not the st
   });
   fs.writeFileSync(path.join(dir, 'notes.txt'), '');
   t.equal(servingProfile(dir), names[2], 'the last one written, whatever its name');
+});
+
+t.test("the benchmark starts the gateway with the container image's environment", async (t) => {
+  // The runtime stage's ENV lines (the last stage), continuation lines joined.
+  const dockerfile = fs.readFileSync(path.join(PROJECT_ROOT, 'Dockerfile'), 'utf8').replace(/\\\n/g, ' ');
+  const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+  const env: Record<string, string> = {};
+  for (const line of runtime.split('\n').filter((l) => l.startsWith('ENV '))) for (const m of line.matchAll(/(\w+)=(\S+)/g)) env[m[1]!] = m[2]!;
+  t.ok(Object.keys(IMAGE_ENV).length > 0);
+  for (const [k, v] of Object.entries(IMAGE_ENV)) t.equal(env[k], v, `${k} as the image sets it`);
 });
