@@ -30,7 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { throughput, serial, manyStreams, percentile, type RequestSpec, type StreamFormat, type ThroughputResult, type StreamCheck } from './load.js';
-import { expectedText, tokenText, type Protocol } from './mock-upstream.js';
+import { expectedText, tokenText, type Protocol, type MockUpstream } from './mock-upstream.js';
 import { HEAVY_DEFAULT, heavyChatBody, checkAnthropicHeavy, type HeavyOptions } from './heavy.js';
 import { claudeCodeBody, claudeCodeChatBody, checkClaudeCodeUpstream, checkMessagesUpstream } from './messages.js';
 import { AGENT_SIZES, agentChatBody, agentMessagesBody, checkAgentAnthropic, checkAgentPassthrough } from './agent.js';
@@ -82,11 +82,19 @@ export interface BenchOptions {
   /** Rows for the other upstream transport (server.transport) than the main gateway's. */
   altTransport: boolean;
   /**
-   * Rows for gateways with the usage store, metrics and traces all off, and
-   * all on (traces to the mock's OTLP endpoint), beside the main gateway (as
-   * shipped: usage store and metrics on): what observability costs.
+   * Rows for three gateways started and warmed alike, serving only the
+   * passthrough: the usage store, metrics and traces all off, as shipped
+   * (usage store and metrics on), and all on (traces to the mock's OTLP
+   * endpoint): what observability costs.
    */
   observability: boolean;
+  /**
+   * The observability ratios' paired runs: each round measures the off
+   * gateway before and after each of the other two, `reps` times, each run
+   * `seconds` long; and the three are warmed up together, interleaved, for
+   * `warmupS` seconds each first.
+   */
+  obsPairs: { reps: number; seconds: number; warmupS: number };
   /**
    * A row for a gateway whose key has rpm, tpm and budget limits counted in
    * Redis (BENCH_REDIS_URL, default redis://127.0.0.1:6379), beside the main
@@ -131,6 +139,9 @@ export function servingProfile(dir: string): string | undefined {
     .sort((a, b) => b.t - a.t)[0]?.f;
 }
 
+/** The observability rows: three gateways alike but for the usage store, metrics and traces. */
+const OBS_ROWS = ['gwoff-openai', 'gwship-openai', 'gwall-openai'];
+
 /** The ratios the targets are judged on (and some shown as information): [name, numerator row, denominator row]. */
 export const RATIOS: [string, string, string][] = [
   ['passthrough gateway/plain', 'gw-openai', 'plain-chat'],
@@ -144,7 +155,7 @@ export const RATIOS: [string, string, string][] = [
   ['passthrough stream gateway/plain', 'gw-openai-stream', 'plain-chat-stream'],
   ['heavy translated 2 workers / 1 worker', 'gw2-heavy', 'gw-heavy'],
   ['passthrough 2 workers / 1 worker', 'gw2-openai', 'gw-openai'],
-  ['observability as shipped / off', 'gw-openai', 'gwoff-openai'],
+  ['observability as shipped / off', 'gwship-openai', 'gwoff-openai'],
   ['observability with traces / off', 'gwall-openai', 'gwoff-openai'],
   ['limits with Redis / none', 'gwlim-openai', 'gw-openai'],
 ];
@@ -195,6 +206,7 @@ export const FULL: BenchOptions = {
   heavy: HEAVY_DEFAULT,
   altTransport: true,
   observability: true,
+  obsPairs: { reps: 4, seconds: 0.5, warmupS: 3 },
   limits: true,
   streamsTunedFlags: ['--max-semi-space-size=16'],
   highWater: HIGH_WATER_FULL,
@@ -215,6 +227,7 @@ export const QUICK: BenchOptions = {
   serialS: 0.5,
   pairS: 0.5,
   warmupS: 0.3,
+  obsPairs: { reps: 3, seconds: 0.4, warmupS: 1.5 },
   startupSamples: 1,
   streams: { count: 2000, events: 40, paceMs: 100, rampMs: 2000 },
   streamsTunedFlags: null,
@@ -262,7 +275,7 @@ function chatBody(model: string, tokens: number, stream: boolean): string {
 export function buildRows(
   o: BenchOptions,
   avail: Availability,
-  origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string; gwOff?: string; gwAll?: string; gwLim?: string; gwLimNa?: string; gwBodies?: string },
+  origins: { mock: string; plain?: string; portkey?: string; gw?: string; gw2?: string; gwAlt?: string; gwOff?: string; gwShip?: string; gwAll?: string; gwLim?: string; gwLimNa?: string; gwBodies?: string },
   transports: { main: string; alt: string },
 ): RowDef[] {
   const n = o.tokens;
@@ -581,6 +594,7 @@ export function buildRows(
   if (o.observability) {
     const variants = [
       ['gwoff-openai', 'gatewayOff', origins.gwOff, 'usage store, metrics and traces off'],
+      ['gwship-openai', 'gatewayShip', origins.gwShip, 'usage store and metrics on (as shipped)'],
       ['gwall-openai', 'gatewayAll', origins.gwAll, 'usage store, metrics and traces on'],
     ] as const;
     for (const [id, group, origin, what] of variants)
@@ -663,6 +677,23 @@ function textOf(format: StreamFormat, body: any): string | undefined { // eslint
     case 'gemini':
       return body?.candidates?.[0]?.content?.parts?.map((p: { text?: string }) => p.text ?? '').join('');
   }
+}
+
+/** The mock upstream's counts (asked over IPC); undefined if it does not answer within 5 s. */
+function mockCounts(mock: Proc): Promise<MockUpstream['counts'] | undefined> {
+  return new Promise((resolve) => {
+    const onMessage = (m: { counts?: MockUpstream['counts'] }) => {
+      if (m?.counts) done(m.counts);
+    };
+    const timer = setTimeout(() => done(undefined), 5000);
+    const done = (v: MockUpstream['counts'] | undefined) => {
+      clearTimeout(timer);
+      mock.child.off('message', onMessage);
+      resolve(v);
+    };
+    mock.child.on('message', onMessage);
+    mock.child.send({ op: 'counts' });
+  });
 }
 
 /** The last request body of a protocol that the mock upstream accepted (asked over IPC). */
@@ -797,12 +828,17 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       procs.push(gwAlt);
       dirs.push(gwAlt.dir);
     }
-    // What observability costs: the same gateway with all of it off, and with traces on too.
+    // What observability costs: three gateways started one after the other,
+    // alike but for it (all off, as shipped, all on), each serving only the
+    // passthrough row, so that they share a process history. (The main
+    // gateway serves every row: its compiled code and heap are another
+    // process's, and a ratio against it measured that too.)
     const wants = (id: string) => o.observability && (!o.only || o.only.includes(id));
-    let gwOff: GatewayProc | undefined;
-    let gwAll: GatewayProc | undefined;
-    if (wants('gwoff-openai')) gwOff = await startGateway({ ...gwOpts, observability: 'off', cpuProfDir: undefined }).catch((err) => (log(o, `observability off: ${(err as Error).message}`), undefined));
-    if (wants('gwall-openai')) gwAll = await startGateway({ ...gwOpts, observability: 'all', cpuProfDir: undefined }).catch((err) => (log(o, `observability all on: ${(err as Error).message}`), undefined));
+    const obsGateway = (id: string, observability: 'off' | 'default' | 'all') =>
+      wants(id) ? startGateway({ ...gwOpts, observability, cpuProfDir: undefined }).catch((err) => (log(o, `${id}: ${(err as Error).message}`), undefined)) : undefined;
+    const gwOff = await obsGateway('gwoff-openai', 'off');
+    const gwShip = await obsGateway('gwship-openai', 'default');
+    const gwAll = await obsGateway('gwall-openai', 'all');
     // What limits cost: a key with rpm, tpm and a budget, counted in Redis, against the main gateway (no limits).
     let gwLim: GatewayProc | undefined;
     let gwLimNa: string | undefined;
@@ -816,7 +852,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         gwLim = await startGateway({ ...gwOpts, limits: { redisUrl, keyPrefix: redisPrefix }, cpuProfDir: undefined }).catch((err) => (log(o, `limits: ${(err as Error).message}`), undefined));
       }
     }
-    for (const g of [gwOff, gwAll, gwLim]) {
+    for (const g of [gwOff, gwShip, gwAll, gwLim]) {
       if (!g) continue;
       procs.push(g);
       dirs.push(g.dir);
@@ -845,6 +881,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       gw2: gw2 && `http://127.0.0.1:${gw2.port}`,
       gwAlt: gwAlt && `http://127.0.0.1:${gwAlt.port}`,
       gwOff: gwOff && `http://127.0.0.1:${gwOff.port}`,
+      gwShip: gwShip && `http://127.0.0.1:${gwShip.port}`,
       gwAll: gwAll && `http://127.0.0.1:${gwAll.port}`,
       gwLim: gwLim && `http://127.0.0.1:${gwLim.port}`,
       gwLimNa,
@@ -859,6 +896,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (gw2) groups.set('gateway2', () => gw2.pids());
     if (gwAlt) groups.set('gatewayAlt', () => gwAlt.pids());
     if (gwOff) groups.set('gatewayOff', () => gwOff.pids());
+    if (gwShip) groups.set('gatewayShip', () => gwShip.pids());
     if (gwAll) groups.set('gatewayAll', () => gwAll.pids());
     if (gwLim) groups.set('gatewayLim', () => gwLim.pids());
     if (gwBodies) groups.set('gatewayBodies', () => gwBodies.pids());
@@ -888,6 +926,15 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       // A multi-worker target splits its warm-up between its workers: it gets one warm-up per worker.
       for (const r of c32Rows) await throughput(r.spec!, r.connections ?? o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
       for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
+    }
+    // The observability gateways go on warming up, together, in turns: their
+    // CPU per request kept falling for several seconds of load (code still
+    // being optimised), and a ratio of a colder to a warmer process is not
+    // what observability costs.
+    const obsRows = c32Rows.filter((r) => OBS_ROWS.includes(r.id));
+    if (obsRows.length > 1 && o.obsPairs.warmupS > 0) {
+      const slice = o.obsPairs.seconds;
+      for (let t = 0; t < o.obsPairs.warmupS; t += slice) for (const r of obsRows) await throughput(r.spec!, r.connections ?? o.connections, slice);
     }
 
     const tp = new Map<string, ThroughputResult[]>();
@@ -931,15 +978,16 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       return acc;
     }, []);
     /** req/s and the target's µs of CPU per request, over one paired run. */
-    const pairRun = async (id: string) => {
+    const pairRun = async (id: string, seconds?: number) => {
       const r = byRowId.get(id)!;
       const a = cpuNow(r);
-      const res = await throughput(r.spec!, r.connections ?? o.connections, r.pairS ?? o.pairS);
+      const res = await throughput(r.spec!, r.connections ?? o.connections, seconds ?? r.pairS ?? o.pairS);
       const b = cpuNow(r);
       return { rps: res.rps, us: res.ok > 0 ? ((b.target - a.target) / res.ok) * 1e6 : NaN };
     };
     const paired = new Map<string, number[]>();
     const pairedCpu = new Map<string, number[]>();
+    const obsCpu = new Map<string, number[]>();
     for (let round = 0; round < o.rounds; round++) {
       log(o, `round ${round + 1}/${o.rounds}: ${c32Rows.length} rows × ${o.throughputS} s at ${o.connections} connections, ${c1Rows.length} rows × ${o.serialS} s at 1, paired ratios…`);
       // Round-robin, starting one row later each round so no row always follows the same one.
@@ -953,16 +1001,23 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         tp.set(r.id, [...(tp.get(r.id) ?? []), res]);
       }
       for (const c of chains) {
-        let before = await pairRun(c.den);
-        for (const n of c.nums) {
-          const a = await pairRun(n.num);
-          const after = await pairRun(c.den);
+        // The observability ratios (a few per cent) get more and shorter pairs, the numerators' order alternating.
+        const obs = OBS_ROWS.includes(c.den);
+        const secs = obs ? o.obsPairs.seconds : undefined;
+        const order = Array.from({ length: obs ? o.obsPairs.reps : 1 }, (_, k) => (k % 2 ? [...c.nums].reverse() : c.nums)).flat();
+        let before = await pairRun(c.den, secs);
+        for (const n of order) {
+          const a = await pairRun(n.num, secs);
+          const after = await pairRun(c.den, secs);
           if (n.cpu) {
             const den = Math.sqrt(before.us * after.us);
             if (den > 0) pairedCpu.set(n.key, [...(pairedCpu.get(n.key) ?? []), a.us / den]);
           } else {
             const den = Math.sqrt(before.rps * after.rps);
             if (den > 0) paired.set(n.key, [...(paired.get(n.key) ?? []), a.rps / den]);
+            // The gateway's CPU per request, from the same runs: the steadier view of what observability costs.
+            const cpuDen = Math.sqrt(before.us * after.us);
+            if (obs && cpuDen > 0) obsCpu.set(n.key, [...(obsCpu.get(n.key) ?? []), a.us / cpuDen]);
           }
           before = after;
         }
@@ -1159,6 +1214,17 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       cpuRatioValues[key] = { value: p.length ? median(p) : null, rounds: p.map((x) => Math.round(x * 1000) / 1000), table: a && b ? a / b : null, max };
     }
 
+    // What observability costs in CPU per request (information), and what the mock's collector received.
+    let observability: BenchReport['observability'];
+    if (obsCpu.size || gwAll) {
+      const counts = await mockCounts(mock);
+      const round3 = (x: number) => Math.round(x * 1000) / 1000;
+      observability = {
+        cpu_ratios: Object.fromEntries([...obsCpu].map(([k, xs]) => [k, { value: median(xs), rounds: xs.map(round3) }])),
+        ...(gwAll && counts ? { otlp: { exports: counts.otlp, bytes: counts.otlp_bytes, rejected: counts.otlp_rejected } } : {}),
+      };
+    }
+
     const targets = checkTargets(byId, ratios, streams, highWaterResult, cpuRatioValues, bodies, { startup_ms: median(startupSamples), idle_rss_mb: idleRss });
     const logStats = o.log === 'file' ? countLines(gw.logFile) : undefined;
     const report: BenchReport = {
@@ -1196,6 +1262,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       ratio_notes: RATIO_NOTES,
       ...(Object.keys(cpuRatioValues).length ? { cpu_ratios: cpuRatioValues } : {}),
       ...(bodies ? { bodies } : {}),
+      ...(observability ? { observability } : {}),
       targets,
     };
 

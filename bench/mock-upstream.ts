@@ -34,8 +34,12 @@ export interface MockUpstream {
   url: string;
   port: number;
   server: http.Server;
-  /** Requests answered, by protocol (non-2xx included). */
-  counts: Record<Protocol | 'rejected' | 'otlp', number>;
+  /**
+   * Requests answered, by protocol (non-2xx included); OTLP trace exports
+   * accepted (`otlp`), their bytes (`otlp_bytes`) and those refused for their
+   * shape (`otlp_rejected`).
+   */
+  counts: Record<Protocol | 'rejected' | 'otlp' | 'otlp_bytes' | 'otlp_rejected', number>;
   /** The raw body of the last accepted request, by protocol: what the gateway sent (a probe compares it). */
   last: Partial<Record<Protocol, Buffer>>;
   close(): Promise<void>;
@@ -331,8 +335,46 @@ function startPaced(res: http.ServerResponse, events: Buffer[], intervalMs: numb
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
 const GEMINI_SSE_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 
+/**
+ * An OpenTelemetry collector's OTLP/HTTP traces endpoint, for the gateway with
+ * traces on. It costs the machine about what a real receiver's socket reads
+ * would: it counts the bytes and checks the export's shape from its first and
+ * last bytes (an OTLP/JSON `{"resourceSpans":[…]}` object, or an OTLP protobuf
+ * message starting with its `resource_spans` field), without copying or
+ * parsing the body. The tests' strict collector (test/tracing.test.ts) checks
+ * every span.
+ */
+function otlpReceiver(req: http.IncomingMessage, res: http.ServerResponse, counts: MockUpstream['counts']): void {
+  const json = (req.headers['content-type'] ?? '').startsWith('application/json');
+  let bytes = 0;
+  let first: Buffer | undefined;
+  let lastByte = -1;
+  req.on('data', (c: Buffer) => {
+    first ??= c;
+    bytes += c.length;
+    lastByte = c[c.length - 1];
+  });
+  req.on('end', () => {
+    const ok =
+      !req.headers['content-encoding'] &&
+      first !== undefined &&
+      (json ? first.subarray(0, 32).toString('latin1').replace(/\s+/g, '').startsWith('{"resourceSpans":[') && lastByte === 0x7d : first[0] === 0x0a);
+    if (!ok) {
+      counts.otlp_rejected++;
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end('{"code":3,"message":"not an OTLP traces export"}');
+      return;
+    }
+    counts.otlp++;
+    counts.otlp_bytes += bytes;
+    res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf', 'content-length': json ? 2 : 0 });
+    res.end(json ? '{}' : undefined);
+  });
+}
+
 export function createMockHandler(counts: MockUpstream['counts'], last: MockUpstream['last'] = {}): http.RequestListener {
   return (req, res) => {
+    if (req.method === 'POST' && req.url === '/v1/traces') return otlpReceiver(req, res, counts);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -342,13 +384,6 @@ export function createMockHandler(counts: MockUpstream['counts'], last: MockUpst
       const query = q === -1 ? '' : url.slice(q + 1);
       let parsed: Parsed;
       const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-      // An OpenTelemetry collector's OTLP/HTTP traces endpoint, for the gateway with traces on.
-      if (path === '/v1/traces' && req.method === 'POST') {
-        counts.otlp++;
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': 2 });
-        res.end('{}');
-        return;
-      }
       try {
         if (req.method !== 'POST') throw new Rejection(405, { error: { message: 'POST only' } });
         let body: unknown;
@@ -384,7 +419,7 @@ export function createMockHandler(counts: MockUpstream['counts'], last: MockUpst
 }
 
 export async function startMockUpstream(port = 0, host = '127.0.0.1'): Promise<MockUpstream> {
-  const counts: MockUpstream['counts'] = { 'openai-chat': 0, 'openai-responses': 0, anthropic: 0, gemini: 0, rejected: 0, otlp: 0 };
+  const counts: MockUpstream['counts'] = { 'openai-chat': 0, 'openai-responses': 0, anthropic: 0, gemini: 0, rejected: 0, otlp: 0, otlp_bytes: 0, otlp_rejected: 0 };
   const last: MockUpstream['last'] = {};
   // A long keep-alive: the gateway's pooled sockets must not be closed under it
   // between two requests (that would show up as resets, not as latency).

@@ -114,6 +114,15 @@ export interface BenchReport {
   /** Median over rounds of the paired ratios (see bench.ts); the targets use these. */
   ratios: Record<string, number | null>;
   ratios_paired_rounds?: Record<string, number[]>;
+  /**
+   * The observability ratios as the gateway's CPU per request (the same
+   * paired runs; information, lower is better), and the trace exports the
+   * mock's OTLP endpoint received from the gateway with traces on.
+   */
+  observability?: {
+    cpu_ratios: Record<string, { value: number; rounds: number[] }>;
+    otlp?: { exports: number; bytes: number; rejected: number };
+  };
   /** The same ratios from the table's per-row medians (rows measured apart in time). */
   ratios_of_row_medians?: Record<string, number | null>;
   /** Ratios shown as information only (no target is judged on them), with the reason. */
@@ -239,6 +248,11 @@ export function formatTable(rep: BenchReport): string {
     const m = rep.ratios_of_row_medians?.[k];
     const note = rep.ratio_notes?.[k];
     lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}${rounds ? ` [${rounds.map((x) => x.toFixed(2)).join(' ')}; table ${m == null ? 'n/a' : m.toFixed(2) + 'x'}]` : ''}${note ? ` (${note})` : ''}`);
+  }
+  const ob = rep.observability;
+  if (ob) {
+    for (const [k, r] of Object.entries(ob.cpu_ratios)) lines.push(`${k}, CPU per request: ${r.value.toFixed(3)}x [${r.rounds.map((x) => x.toFixed(2)).join(' ')}] (information; lower is better)`);
+    if (ob.otlp) lines.push(`traces received by the mock collector: ${ob.otlp.exports} exports, ${(ob.otlp.bytes / 1e6).toFixed(1)} MB, ${ob.otlp.rejected} refused.`);
   }
   if (rep.cpu_ratios) {
     lines.push('');

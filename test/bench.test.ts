@@ -26,6 +26,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     serialS: 0.2,
     pairS: 0.2,
     warmupS: 0,
+    obsPairs: { reps: 2, seconds: 0.2, warmupS: 0.2 },
     connections: 4,
     tokens: 4,
     portkey: false,
@@ -41,7 +42,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     highWater: { connections: 50, loadS: 0.3, afterS: 1, warmupS: 0 },
     // The agent rows have their own test (bench-bodies.test.ts).
     bodySizes: [],
-    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwoff-openai', 'gwall-openai', 'gwlim-openai'],
+    only: ['plain-chat', 'gw-openai', 'gwalt-openai', 'gw-heavy', 'gw2-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwoff-openai', 'gwship-openai', 'gwall-openai', 'gwlim-openai'],
     // --profile: the summary must be the serving process's (the gateways started only to
     // time start-up, or replaced by a re-execution, leave start-up-only profiles).
     profile: true,
@@ -50,7 +51,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   });
   t.same(
     rep.rows.map((r) => r.id),
-    ['direct-chat', 'direct-chat-stream', 'plain-chat', 'gw-openai', 'gw-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwalt-openai', 'gwoff-openai', 'gwall-openai', 'gw2-heavy', 'gwlim-openai'],
+    ['direct-chat', 'direct-chat-stream', 'plain-chat', 'gw-openai', 'gw-heavy', 'gw-messages', 'gw-messages-stream', 'plain-cc', 'gw-messages-cc', 'gwalt-openai', 'gwoff-openai', 'gwship-openai', 'gwall-openai', 'gw2-heavy', 'gwlim-openai'],
     'the requested rows and their direct baseline',
   );
   // The limits row needs a Redis: without one it is there, not measured, saying why.
@@ -106,6 +107,11 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     t.equal(judged?.goal, '>= 0.95x', `${target}: judged`);
   }
   t.ok((rep.rows.find((r) => r.id === 'gwall-openai')?.cpu?.target_us_per_req ?? 0) > 0, 'the traced gateway is measured as its own process');
+  // Paired several times a round, in CPU per request too; the traces reached the mock's collector in the right shape.
+  t.ok((rep.ratios_paired_rounds?.['observability with traces / off']?.length ?? 0) >= 2, 'the observability ratios are paired several times a round');
+  t.ok(rep.observability?.cpu_ratios['observability with traces / off']?.value! > 0, 'and measured in CPU per request');
+  t.ok(rep.observability?.otlp && rep.observability.otlp.exports > 0 && rep.observability.otlp.bytes > 0, 'the traced gateway exported spans to the mock');
+  t.equal(rep.observability?.otlp?.rejected, 0, 'none of them refused by the mock collector');
   const gw = rep.rows.find((r) => r.id === 'gw-openai')!;
   const plainRow = rep.rows.find((r) => r.id === 'plain-chat')!;
   t.equal(plainRow.cpu?.target_us_per_req_rounds?.length, 1, "the reference's CPU per request is kept per round, for the drift line");
@@ -252,6 +258,13 @@ t.test('mock upstream: the four wire formats, strict checks, paced streams', asy
   t.match(resp.type, /text\/event-stream/);
   t.match(resp.text, /event: response\.completed/);
   t.equal(mock.counts.rejected, 3);
+  // The OTLP endpoint: an export in the shape of one is counted with its bytes; anything else is refused.
+  const spans = JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 's' }, spans: [] }] }] });
+  t.equal((await post('/v1/traces', JSON.parse(spans))).status, 200);
+  t.equal((await post('/v1/traces', { spans: [] })).status, 400, 'a JSON body that is no OTLP export is refused');
+  const proto = await fetch(mock.url + '/v1/traces', { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([0x0a, 0x00]) });
+  t.equal(proto.status, 200, 'an OTLP protobuf export (resource_spans first) is accepted');
+  t.match(mock.counts, { otlp: 2, otlp_bytes: Buffer.byteLength(spans) + 2, otlp_rejected: 1 });
 
   // A paced stream checked by the load generator's own parser, in each format.
   const texts = Array.from({ length: 6 }, (_, i) => `t${i} `);
