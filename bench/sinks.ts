@@ -28,7 +28,7 @@ import type { Logger } from 'pino';
 import { forkReady, gatewayYaml, availability } from './processes.js';
 
 export interface SinkCost {
-  sink: 'metrics' | 'usage store' | 'traces' | 'access log';
+  sink: 'metrics' | 'usage store' | 'traces' | 'traces (OTLP/JSON)' | 'access log';
   /** CPU per record (µs), the median over rounds. */
   us_per_record: number;
   /** Each round's. */
@@ -108,7 +108,10 @@ export async function runSinks(o: { records: number; rounds: number; print?: boo
     const records = Array.from({ length: 1024 }, passthroughRecord);
     const metrics = createMetrics({ config: () => config, health: new MemoryHealth(3, 1000), inflight: () => 0 });
     // Queues that hold a whole round: records come here faster than a gateway finishes requests, and a drop would hide its cost.
-    const traces = new TraceExporter(config.telemetry.otlp_endpoint!, () => config, quiet, { queueSize: 4 * o.records, batchSize: 512, flushMs: 1_000, timeoutMs: 10_000 });
+    const exporter = (c: typeof config) => new TraceExporter(c.telemetry.otlp_endpoint!, () => c, quiet, { queueSize: 4 * o.records, batchSize: 512, flushMs: 1_000, timeoutMs: 10_000 });
+    // The default encoding (OTLP protobuf) and OTLP/JSON.
+    const traces = exporter(config);
+    const tracesJson = exporter({ ...config, telemetry: { ...config.telemetry, traces: { ...config.telemetry.traces, protocol: 'http/json' } } });
     // (/dev/null stays open: the logger writes what it holds when the process exits.)
     const writeLine = accessLogWriter(createLogger('info', batchedStdout(openSync('/dev/null', 'w'))));
     const results = new Map<SinkCost['sink'], number[]>();
@@ -125,13 +128,14 @@ export async function runSinks(o: { records: number; rounds: number; print?: boo
       keep('usage store', await cpuPerRecord(records, o.records, (r) => usage.record(r), () => usage.flush()));
       await usage.close();
       keep('traces', await cpuPerRecord(records, o.records, (r) => traces.record(r), () => traces.flush()));
+      keep('traces (OTLP/JSON)', await cpuPerRecord(records, o.records, (r) => tracesJson.record(r), () => tracesJson.flush()));
       keep('access log', await cpuPerRecord(records, o.records, (r) => writeLine(accessLine(r)), async () => {}));
     }
-    if (traces.stats.dropped) throw new Error(`${traces.stats.dropped} spans dropped: the numbers would not be the exporter's whole cost`);
+    if (traces.stats.dropped || tracesJson.stats.dropped) throw new Error(`${traces.stats.dropped} spans dropped: the numbers would not be the exporter's whole cost`);
     const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
     const out: SinkCost[] = [...results].map(([sink, rounds]) => ({ sink, us_per_record: median(rounds), rounds }));
-    print(`\n${'sink'.padEnd(12)} ${'µs CPU/record'.padStart(13)}  per round\n`);
-    for (const r of out) print(`${r.sink.padEnd(12)} ${r.us_per_record.toFixed(2).padStart(13)}  ${r.rounds.map((x) => x.toFixed(2)).join(' ')}\n`);
+    print(`\n${'sink'.padEnd(18)} ${'µs CPU/record'.padStart(13)}  per round\n`);
+    for (const r of out) print(`${r.sink.padEnd(18)} ${r.us_per_record.toFixed(2).padStart(13)}  ${r.rounds.map((x) => x.toFixed(2)).join(' ')}\n`);
     print(`\n${o.records} records a round, ${o.rounds} round(s) after a warm-up; CPU of the whole process (the usage store's worker thread included) until all was written.\n`);
     return out;
   } finally {

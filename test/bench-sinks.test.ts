@@ -8,7 +8,7 @@ t.test('the CPU per record of the metrics, the usage store, the exporter and the
   const out = await runSinks({ records: 500, rounds: 1, print: false });
   t.same(
     out.map((s) => s.sink),
-    ['metrics', 'usage store', 'traces', 'access log'],
+    ['metrics', 'usage store', 'traces', 'traces (OTLP/JSON)', 'access log'],
   );
   for (const s of out) t.ok(Number.isFinite(s.us_per_record) && s.us_per_record > 0 && s.rounds.length === 1, `${s.sink}: ${s.us_per_record} µs a record`);
 });

@@ -109,7 +109,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
   t.ok((rep.rows.find((r) => r.id === 'gwall-openai')?.cpu?.target_us_per_req ?? 0) > 0, 'the traced gateway is measured as its own process');
   // Paired several times a round, in CPU per request too; the traces reached the mock's collector in the right shape.
   t.ok((rep.ratios_paired_rounds?.['observability with traces / off']?.length ?? 0) >= 2, 'the observability ratios are paired several times a round');
-  t.ok(rep.observability?.cpu_ratios['observability with traces / off']?.value! > 0, 'and measured in CPU per request');
+  t.ok((rep.observability?.cpu_ratios['observability with traces / off']?.value ?? 0) > 0, 'and measured in CPU per request');
   t.ok(rep.observability?.otlp && rep.observability.otlp.exports > 0 && rep.observability.otlp.bytes > 0, 'the traced gateway exported spans to the mock');
   t.equal(rep.observability?.otlp?.rejected, 0, 'none of them refused by the mock collector');
   const gw = rep.rows.find((r) => r.id === 'gw-openai')!;

@@ -1,7 +1,9 @@
-// OpenTelemetry traces (issue 19, section 4), with a mock OTLP/HTTP collector:
-// a span per request and per upstream attempt with the GenAI attributes; the
+// OpenTelemetry traces (issue 19, section 4), with a strict OTLP/HTTP collector
+// (test/helpers/otlp-collector.ts, which decodes protobuf exports itself): a
+// span per request and per upstream attempt with the GenAI attributes; the
 // client's W3C traceparent honoured; propagated upstream only when
-// telemetry.traces.propagate_upstream allows it.
+// telemetry.traces.propagate_upstream allows it; both encodings
+// (telemetry.traces.protocol) carry the same spans.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import OpenAI from 'openai';
@@ -9,22 +11,20 @@ import { startMock } from './mocks/server.js';
 import { startOpenAIMock, OPENAI_KEY } from './mocks/openai.js';
 import { startAnthropicMock, ANTHROPIC_KEY } from './mocks/anthropic.js';
 import { startGateway, CLIENT_KEY, until, type TestGateway } from './helpers/gateway.js';
+import { startOtlpCollector } from './helpers/otlp-collector.js';
 import type { Logger } from 'pino';
 import { parseTraceparent, traceContext, TraceExporter } from '../src/tracing.js';
 import { newRecord, type RequestRecord } from '../src/usage.js';
 import type { GatewayConfig } from '../src/config/load.js';
 
-const collector = await startMock((req) => {
-  if (req.method !== 'POST' || req.path !== '/v1/traces' || !/application\/json/.test(String(req.headers['content-type']))) return { status: 404, json: {} };
-  return { status: 200, json: {} };
-});
+const collector = await startOtlpCollector();
 const [oai, ant] = await Promise.all([startOpenAIMock(), startAnthropicMock()]);
 t.teardown(() => Promise.all([collector.close(), oai.close(), ant.close()]));
 
-const config = (propagate: boolean) => `
+const config = (propagate: boolean, protocol?: string) => `
 telemetry:
   otlp_endpoint: ${collector.url}
-  traces: { propagate_upstream: ${propagate} }
+  traces: { propagate_upstream: ${propagate}${protocol ? `, protocol: ${protocol}` : ''} }
 providers:
   - { name: openai, family: openai, base_url: ${oai.url}/v1, api_key: ${OPENAI_KEY}, retries: 0, timeout_ms: 2000 }
   - { name: anthropic, family: anthropic, base_url: ${ant.url}, api_key: ${ANTHROPIC_KEY}, retries: 0, timeout_ms: 2000 }
@@ -41,8 +41,7 @@ models:
 
 /** Every span the collector received, with its attributes as a plain object. */
 function spans(): { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; status: { code: number }; attrs: Record<string, unknown>; start: bigint; end: bigint }[] {
-  return collector.requests
-    .filter((r) => r.path === '/v1/traces')
+  return collector.exports
     .flatMap((r) => r.body.resourceSpans)
     .flatMap((rs: any) => {
       t.same(rs.resource.attributes, [{ key: 'service.name', value: { stringValue: 'model-gateway' } }]);
@@ -64,9 +63,15 @@ async function exported(gw: TestGateway, n: number): Promise<void> {
   await gw.gw.traces!.flush();
 }
 
-t.test('a request span joins the client trace; an attempt span is its child and the upstream its grandchild', async (t) => {
-  const gw = await startGateway(config(true));
+t.afterEach(() => {
+  t.same(collector.refused, [], 'the collector refused no export');
+});
+
+for (const protocol of ['http/protobuf', 'http/json', undefined])
+t.test(`a request span joins the client trace; an attempt span is its child and the upstream its grandchild (${protocol ?? 'default encoding'})`, async (t) => {
+  const gw = await startGateway(config(true, protocol));
   t.teardown(() => gw.close());
+  const exportsBefore = collector.exports.length;
   const traceId = hex(16);
   const parent = hex(8);
   const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0, defaultHeaders: { traceparent: `00-${traceId}-${parent}-01` } });
@@ -93,9 +98,16 @@ t.test('a request span joins the client trace; an attempt span is its child and 
   t.equal(attempt.parentSpanId, server.spanId, 'the attempt span is a child of the request span');
   t.equal(attempt.name, 'chat gpt-4.1-mini');
   t.match(attempt.attrs, { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4.1-mini', 'gateway.provider': 'openai' });
-  t.ok(attempt.start >= server.start && attempt.end <= server.end, 'the attempt lies within the request');
+  // Within the millisecond both start times are read at (Date.now(); the durations are finer).
+  const ms = 1_000_000n;
+  t.ok(attempt.start >= server.start - ms && attempt.end <= server.end + ms, 'the attempt lies within the request');
   const sent = parseTraceparent(oai.requests.at(-1)!.headers.traceparent as string);
   t.same(sent, { traceId, parentId: attempt.spanId, sampled: true }, 'the upstream got the trace, the attempt span as parent');
+  t.same(
+    [...new Set(collector.exports.slice(exportsBefore).map((e) => e.contentType))],
+    [protocol === 'http/json' ? 'application/json' : 'application/x-protobuf'],
+    'sent in the configured encoding (protobuf by default)',
+  );
 });
 
 t.test('a fallback shows each attempt, the failed one with its error type', async (t) => {
@@ -168,9 +180,9 @@ t.test('a collector that fails drops spans, counted, and every request is answer
 });
 
 t.test('the exporter: batches of whole requests up to batchSize spans, all delivered; a full queue drops, counted', async (t) => {
-  const sink = await startMock(() => ({ status: 200, json: {} }));
+  const sink = await startOtlpCollector();
   t.teardown(() => sink.close());
-  const cfg = { providers: new Map([['openai', { family: 'openai' }]]) } as unknown as GatewayConfig;
+  const cfg = { providers: new Map([['openai', { family: 'openai' }]]), telemetry: { traces: { protocol: 'http/protobuf' } } } as unknown as GatewayConfig;
   const warnings: string[] = [];
   const logger = { warn: (_o: unknown, m: string) => warnings.push(m) } as unknown as Logger;
   const record = (i: number, attempts: number): RequestRecord => ({
@@ -188,7 +200,8 @@ t.test('the exporter: batches of whole requests up to batchSize spans, all deliv
   // 40 requests of 2 or 3 spans: 100 spans.
   for (let i = 0; i < 40; i++) ex.record(record(i, 1 + (i % 2)));
   await ex.flush();
-  const bodies = sink.requests.map((r) => r.body.resourceSpans[0].scopeSpans[0].spans as { spanId: string; parentSpanId?: string; attributes: { key: string; value: { stringValue?: string } }[] }[]);
+  t.same(sink.refused, []);
+  const bodies = sink.exports.map((r) => r.body.resourceSpans[0].scopeSpans[0].spans as { spanId: string; parentSpanId?: string; attributes: { key: string; value: { stringValue?: string } }[] }[]);
   t.ok(bodies.every((b) => b.length > 0 && b.length <= 10), 'no batch over batchSize spans');
   const all = bodies.flat();
   t.equal(all.length, 100, 'every span delivered');
@@ -210,4 +223,77 @@ t.test('the exporter: batches of whole requests up to batchSize spans, all deliv
   await slow.flush();
   t.equal(slow.stats.dropped, 40, 'the exports that timed out drop their spans too');
   t.equal(slow.stats.exported, 0);
+});
+
+t.test('the two encodings carry the same spans, whatever the values; a change of encoding starts a new batch', async (t) => {
+  const sink = await startOtlpCollector();
+  t.teardown(() => sink.close());
+  const traces = { protocol: 'http/protobuf' };
+  const cfg = { providers: new Map([['openai', { family: 'openai' }], ['anthropic', { family: 'anthropic' }]]), telemetry: { traces } } as unknown as GatewayConfig;
+  const logger = { warn() {} } as unknown as Logger;
+  const time = Date.now() + 0.123;
+  // Long and non-ASCII text (lengths past one varint byte), an error with a message, fractional numbers, both flags.
+  const record = (i: number): RequestRecord => ({
+    ...newRecord(`req-${i}-${'é∑🙂'.repeat(i * 20)}`, 'chat_completions', time + i),
+    requested_model: 'openai/gpt-4.1-mini',
+    model: 'anthropic/claude-haiku-4-5',
+    provider: 'anthropic',
+    deployment: 'claude-haiku-4-5',
+    attempts: 2,
+    status: i % 2 ? 200 : 502,
+    error_type: i % 2 ? undefined : `upstream said ${'no '.repeat(i * 30)}`,
+    usage: { input_tokens: 1_000_000 + i, output_tokens: i, cached_input_tokens: 128, cache_write_tokens: 0, input_image_tokens: 0, reasoning_tokens: 0, output_image_tokens: 0, images: 0, web_searches: 0 },
+    usage_source: i % 3 ? 'reported' : 'partial',
+    cost_usd: 0.000123 * (i + 1),
+    latency_ms: 1234.567,
+    ttfb_ms: i % 2 ? 12 : 0.5,
+    stream: i % 2 === 1,
+    trace: traceContext(i % 2 ? `00-${hex(16)}-${hex(8)}-01` : undefined),
+    attempt_spans: [
+      { span_id: hex(8), provider: 'openai', model: 'openai/gpt-4.1-mini', deployment: 'gpt-4.1-mini', start: time + i, duration_ms: 3.25, error_type: 'server_error' },
+      { span_id: hex(8), provider: 'anthropic', model: 'anthropic/claude-haiku-4-5', deployment: 'claude-haiku-4-5', start: time + i + 4, duration_ms: 1200 },
+    ],
+  });
+  const records = Array.from({ length: 6 }, (_, i) => record(i));
+  const ex = new TraceExporter(sink.url, () => cfg, logger, { queueSize: 1000, batchSize: 100, flushMs: 10_000, timeoutMs: 2000 });
+  for (const r of records.slice(0, 3)) ex.record(r);
+  traces.protocol = 'http/json';
+  for (const r of records.slice(3)) ex.record(r);
+  traces.protocol = 'http/protobuf';
+  for (const r of records) ex.record(r);
+  traces.protocol = 'http/json';
+  for (const r of records) ex.record(r);
+  await ex.flush();
+  t.same(sink.refused, []);
+  t.same(sink.exports.map((e) => e.contentType), ['application/x-protobuf', 'application/json', 'application/x-protobuf', 'application/json'], 'one batch per run of one encoding');
+  const spansOf = (i: number) => sink.exports[i].body.resourceSpans.flatMap((rs: any) => rs.scopeSpans.flatMap((ss: any) => ss.spans));
+  const proto = spansOf(2);
+  const json = spansOf(3);
+  t.equal(proto.length, 18);
+  t.same(proto, json, 'the same spans, field for field');
+  t.same([...spansOf(0), ...spansOf(1)], json, 'and the same again across the switch');
+  t.ok(sink.exports[2].bytes < sink.exports[3].bytes / 1.5, `protobuf is the smaller (${sink.exports[2].bytes} against ${sink.exports[3].bytes} bytes)`);
+  const server = proto.find((s: any) => s.kind === 2 && s.attributes.some((a: any) => a.key === 'gateway.request_id' && a.value.stringValue === records[4].request_id));
+  t.ok(server, 'the long non-ASCII request id arrives whole');
+  t.same(server.status, { code: 2, message: records[4].error_type });
+  t.equal(server.startTimeUnixNano, String(BigInt(Math.round((time + 4) * 1000)) * 1000n), 'nanoseconds, exact to the microsecond');
+  t.same(Object.fromEntries(server.attributes.map((a: any) => [a.key, a.value])), {
+    'gen_ai.operation.name': { stringValue: 'chat' },
+    'gen_ai.provider.name': { stringValue: 'anthropic' },
+    'gen_ai.request.model': { stringValue: 'openai/gpt-4.1-mini' },
+    'gen_ai.response.model': { stringValue: 'anthropic/claude-haiku-4-5' },
+    'gen_ai.usage.input_tokens': { intValue: '1000004' },
+    'gen_ai.usage.output_tokens': { intValue: '4' },
+    'gen_ai.usage.cache_read.input_tokens': { intValue: '128' },
+    'gateway.request_id': { stringValue: records[4].request_id },
+    'gateway.endpoint': { stringValue: 'chat_completions' },
+    'gateway.provider': { stringValue: 'anthropic' },
+    'gateway.deployment': { stringValue: 'claude-haiku-4-5' },
+    'gateway.attempts': { intValue: '2' },
+    'gateway.cost_usd': { doubleValue: 0.000123 * 5 },
+    'gateway.stream': { boolValue: false },
+    'gateway.ttfb_ms': { doubleValue: 0.5 },
+    'http.response.status_code': { intValue: '502' },
+    'error.type': { stringValue: '502' },
+  });
 });

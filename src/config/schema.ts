@@ -312,6 +312,12 @@ const TelemetrySchema = v.strictObject({
     v.strictObject({
       /** Send a W3C traceparent upstream (the attempt's span as parent), so that a provider's own tracing joins the trace. */
       propagate_upstream: v.optional(v.boolean(), false),
+      /**
+       * The OTLP/HTTP encoding of the exports: `http/protobuf` (the default, as
+       * in OpenTelemetry's SDKs; about a third of the bytes, cheaper to write)
+       * or `http/json`. A collector's OTLP receiver takes both.
+       */
+      protocol: v.optional(v.picklist(['http/protobuf', 'http/json']), 'http/protobuf'),
     }),
     {},
   ),
