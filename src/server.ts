@@ -281,7 +281,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         record: newRecord(kctx.state.requestId, spec.endpoint),
         meter: new UsageMeter(),
       };
-      if (traces) ctx.record.trace = traceContext(req.headers.traceparent);
+      if (traces) ctx.record.trace = traceContext(req.headers.traceparent, ctx.config.telemetry.traces.sample_ratio);
       if (metered) kctx.state.metered = ctx;
       // Headers first (auth): a refused request's body is never read.
       const gate = pipeline.beforeBody(ctx);

@@ -52,12 +52,22 @@ function randomHex(bytes: number): string {
 
 export const spanId = (): string => randomHex(8);
 
-/** The trace context of a new request: the client's trace when it sent a valid traceparent, else a new one. */
-export function traceContext(header: string | string[] | undefined): TraceContext {
+/**
+ * The trace context of a new request: the client's trace when it sent a
+ * valid traceparent (sampled as the client says), else a new one, sampled
+ * with probability `sampleRatio` (telemetry.traces.sample_ratio): OpenTelemetry's
+ * default sampler, ParentBased(TraceIdRatioBased), which decides from the
+ * trace id, so that every service using the same ratio keeps the same traces.
+ */
+export function traceContext(header: string | string[] | undefined, sampleRatio = 1): TraceContext {
   const p = parseTraceparent(header);
   if (p) return { trace_id: p.traceId, span_id: spanId(), parent_span_id: p.parentId, sampled: p.sampled };
-  return { trace_id: randomHex(16), span_id: spanId(), sampled: true };
+  const traceId = randomHex(16);
+  return { trace_id: traceId, span_id: spanId(), sampled: sampleRatio >= 1 || idRatio(traceId) < sampleRatio };
 }
+
+/** A trace id's last 52 bits (of the 64 TraceIdRatioBased reads) as a fraction of their range: uniform in [0, 1). */
+const idRatio = (traceId: string) => parseInt(traceId.slice(-13), 16) / 2 ** 52;
 
 /** The traceparent an upstream call carries: this trace, the attempt's span as parent. */
 export function traceparentOf(trace: TraceContext, attemptSpan: string): string {

@@ -21,10 +21,10 @@ const collector = await startOtlpCollector();
 const [oai, ant] = await Promise.all([startOpenAIMock(), startAnthropicMock()]);
 t.teardown(() => Promise.all([collector.close(), oai.close(), ant.close()]));
 
-const config = (propagate: boolean, protocol?: string) => `
+const config = (propagate: boolean, protocol?: string, sampleRatio?: number) => `
 telemetry:
   otlp_endpoint: ${collector.url}
-  traces: { propagate_upstream: ${propagate}${protocol ? `, protocol: ${protocol}` : ''} }
+  traces: { propagate_upstream: ${propagate}${protocol ? `, protocol: ${protocol}` : ''}${sampleRatio === undefined ? '' : `, sample_ratio: ${sampleRatio}`} }
 providers:
   - { name: openai, family: openai, base_url: ${oai.url}/v1, api_key: ${OPENAI_KEY}, retries: 0, timeout_ms: 2000 }
   - { name: anthropic, family: anthropic, base_url: ${ant.url}, api_key: ${ANTHROPIC_KEY}, retries: 0, timeout_ms: 2000 }
@@ -152,6 +152,26 @@ t.test('without a traceparent a new trace starts; an unsampled one is not export
     t.match(s.traceId, /^[0-9a-f]{32}$/);
     t.not(s.traceId, '0'.repeat(32));
   }
+});
+
+t.test('sample_ratio: new traces sampled by their id, a client trace as the client says', async (t) => {
+  const gw = await startGateway(config(true, undefined, 0));
+  t.teardown(() => gw.close());
+  const before = spans().length;
+  const plain = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0 });
+  await plain.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'not sampled at 0' }] });
+  t.equal(parseTraceparent(oai.requests.at(-1)!.headers.traceparent as string)?.sampled, false, 'the upstream is told the new trace is not sampled');
+  const traceId = hex(16);
+  const traced = new OpenAI({ apiKey: CLIENT_KEY, baseURL: gw.baseURL, maxRetries: 0, defaultHeaders: { traceparent: `00-${traceId}-${hex(8)}-01` } });
+  await traced.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'the client samples it' }] });
+  await exported(gw, 2);
+  const fresh = spans().slice(before);
+  t.equal(fresh.length, 2, "only the client's sampled trace is exported");
+  t.ok(fresh.every((s) => s.traceId === traceId));
+  // The ratio between 0 and 1: about that share of new traces (4,000 ids: the bounds are 6 standard deviations).
+  const share = Array.from({ length: 4000 }, () => traceContext(undefined, 0.25).sampled).filter(Boolean).length / 4000;
+  t.ok(share > 0.2 && share < 0.3, `a quarter sampled (${share})`);
+  t.ok(Array.from({ length: 100 }, () => traceContext(undefined).sampled).every(Boolean), 'the default samples every trace');
 });
 
 t.test('propagate_upstream: false keeps the trace inside the gateway', async (t) => {

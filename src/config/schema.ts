@@ -318,6 +318,13 @@ const TelemetrySchema = v.strictObject({
        * or `http/json`. A collector's OTLP receiver takes both.
        */
       protocol: v.optional(v.picklist(['http/protobuf', 'http/json']), 'http/protobuf'),
+      /**
+       * The share of new traces (requests without a client traceparent) that
+       * are recorded and exported, decided from the trace id; a client's
+       * traceparent decides for its own trace (parent-based, OpenTelemetry's
+       * default sampler).
+       */
+      sample_ratio: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1)), 1),
     }),
     {},
   ),
