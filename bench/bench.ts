@@ -39,6 +39,7 @@ import {
   BENCH_CLIENT_KEY,
   BENCH_LIMITED_KEY,
   redisDown,
+  redisPid,
   dropRedisKeys,
   availability,
   forkReady,
@@ -842,6 +843,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     // What limits cost: a key with rpm, tpm and a budget, counted in Redis, against the main gateway (no limits).
     let gwLim: GatewayProc | undefined;
     let gwLimNa: string | undefined;
+    let limRedisPid: number | undefined;
     if (o.limits && (!o.only || o.only.includes('gwlim-openai'))) {
       const down = await redisDown(redisUrl);
       if (down) {
@@ -850,6 +852,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       } else {
         redisPrefix = `mgbench:${process.pid}:${Date.now()}:`;
         gwLim = await startGateway({ ...gwOpts, limits: { redisUrl, keyPrefix: redisPrefix }, cpuProfDir: undefined }).catch((err) => (log(o, `limits: ${(err as Error).message}`), undefined));
+        // A local Redis shares the cores: its CPU is part of what the limits row costs, not background.
+        if (gwLim) limRedisPid = await redisPid(redisUrl);
       }
     }
     for (const g of [gwOff, gwShip, gwAll, gwLim]) {
@@ -900,7 +904,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (gwAll) groups.set('gatewayAll', () => gwAll.pids());
     if (gwLim) groups.set('gatewayLim', () => gwLim.pids());
     if (gwBodies) groups.set('gatewayBodies', () => gwBodies.pids());
-    const ours = () => [process.pid, ...procs.flatMap((p) => ('pids' in p ? (p as GatewayProc).pids() : [p.pid]))];
+    const ours = () => [process.pid, ...procs.flatMap((p) => ('pids' in p ? (p as GatewayProc).pids() : [p.pid])), ...(limRedisPid ? [limRedisPid] : [])];
     const cpu0 = { machine: machineBusySeconds(), ours: cpuSeconds(ours()), at: performance.now() };
     sampler = new RssSampler(groups, 100);
 
@@ -946,15 +950,23 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     // Where the CPU goes during each 32-connection measurement: the row's
     // target (all its processes), the mock upstream, and this process (the
     // load generator), in % of one core; and the target's CPU per request.
-    const cpu = new Map<string, { target: number[]; mock: number[]; client: number[]; us: number[] }>();
-    const cpuNow = (r: RowDef) => ({ target: r.group ? cpuSeconds(groups.get(r.group)?.() ?? []) : NaN, mock: cpuSeconds([mock.pid]), client: cpuSeconds([process.pid]), at: performance.now() });
+    // For the limits row, also the local Redis's CPU per request.
+    const cpu = new Map<string, { target: number[]; mock: number[]; client: number[]; us: number[]; redisUs: number[] }>();
+    const cpuNow = (r: RowDef) => ({
+      target: r.group ? cpuSeconds(groups.get(r.group)?.() ?? []) : NaN,
+      mock: cpuSeconds([mock.pid]),
+      client: cpuSeconds([process.pid]),
+      redis: r.group === 'gatewayLim' && limRedisPid ? cpuSeconds([limRedisPid]) : NaN,
+      at: performance.now(),
+    });
     const noteCpu = (r: RowDef, a: ReturnType<typeof cpuNow>, b: ReturnType<typeof cpuNow>, ok: number) => {
       const wall = (b.at - a.at) / 1000;
       if (!(wall > 0)) return;
-      const c = cpu.get(r.id) ?? { target: [], mock: [], client: [], us: [] };
+      const c = cpu.get(r.id) ?? { target: [], mock: [], client: [], us: [], redisUs: [] };
       if (r.group) {
         c.target.push(((b.target - a.target) / wall) * 100);
         if (ok > 0) c.us.push(((b.target - a.target) / ok) * 1e6);
+        if (ok > 0 && Number.isFinite(a.redis)) c.redisUs.push(((b.redis - a.redis) / ok) * 1e6);
       }
       c.mock.push(((b.mock - a.mock) / wall) * 100);
       c.client.push(((b.client - a.client) / wall) * 100);
@@ -1174,6 +1186,10 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         if (c.us.length) {
           base.cpu.target_us_per_req = Math.round(median(c.us));
           base.cpu.target_us_per_req_rounds = c.us.map(Math.round);
+        }
+        if (c.redisUs.length) {
+          base.cpu.redis_us_per_req = Math.round(median(c.redisUs));
+          base.cpu.redis_us_per_req_rounds = c.redisUs.map(Math.round);
         }
       }
       return base;

@@ -157,9 +157,10 @@ export interface GatewayOptions {
    */
   observability?: 'default' | 'off' | 'all';
   /**
-   * The key BENCH_LIMITED_KEY with rpm, tpm and budget limits (the models
-   * priced, so that the budget reserves and settles real amounts), counted in
-   * Redis at `redisUrl` under `keyPrefix`: what limits cost on the request path.
+   * The key BENCH_LIMITED_KEY with rpm, tpm and budget limits, counted in
+   * Redis at `redisUrl` under `keyPrefix`: what limits cost on the request
+   * path. The models are priced in every gateway (so that the budget reserves
+   * and settles real amounts, and the rows compared differ only by the limits).
    */
   limits?: { redisUrl: string; keyPrefix: string };
 }
@@ -186,7 +187,8 @@ export function gatewayYaml(o: GatewayOptions, port: number): string {
   - id: ${id}
     endpoints: [chat_completions, responses${o.avail.messages ? ', messages' : ''}]
     context_window: 128000
-    max_output_tokens: 8192${o.limits ? '\n    pricing: { input: 0.4, output: 1.6 }' : ''}
+    max_output_tokens: 8192
+    pricing: { input: 0.4, output: 1.6 }
     deployments: [{ provider: ${prov}, model: ${upstream} }]`;
   let providers = provider('openai', o.avail.openai.family, o.avail.openai.baseUrlPath, 'sk-bench-openai-0123456789');
   let models = model('bench/openai', 'openai', 'gpt-bench') + model('bench/openai-paced', 'openai', `gpt-bench-paced-${pace}`);
@@ -239,6 +241,24 @@ export async function redisDown(url: string): Promise<string | undefined> {
     return (await r.ping()) === 'PONG' ? undefined : 'no PONG';
   } catch (err) {
     return (err as Error).message;
+  } finally {
+    r.disconnect();
+  }
+}
+
+/**
+ * The pid of the redis-server at `url` when it runs on this machine (its
+ * CPU then counts in the limits row), else undefined.
+ */
+export async function redisPid(url: string): Promise<number | undefined> {
+  const r = new Redis(url, { lazyConnect: true, connectTimeout: 1000, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  r.on('error', () => {});
+  try {
+    await r.connect();
+    const pid = Number(/process_id:(\d+)/.exec(await r.info('server'))?.[1]);
+    return pid > 0 && readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('redis') ? pid : undefined;
+  } catch {
+    return undefined;
   } finally {
     r.disconnect();
   }

@@ -42,7 +42,7 @@ export interface RowResult {
    * mock upstream, and the benchmark process (the load generator); and the
    * target's CPU time per answered request, in µs.
    */
-  cpu?: { target_pct?: number; mock_pct: number; client_pct: number; target_us_per_req?: number; target_us_per_req_rounds?: number[] };
+  cpu?: { target_pct?: number; mock_pct: number; client_pct: number; target_us_per_req?: number; target_us_per_req_rounds?: number[]; redis_us_per_req?: number; redis_us_per_req_rounds?: number[] };
 }
 
 export interface TargetCheck {
@@ -199,6 +199,9 @@ export function formatTable(rep: BenchReport): string {
       `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}. ` +
       `Other processes used ${rep.machine.background_cpu_pct ?? '?'}% of one core meanwhile (${rep.machine.nproc} cores).`,
   );
+  const lim = rep.rows.find((r) => r.id === 'gwlim-openai')?.cpu;
+  if (lim?.redis_us_per_req !== undefined)
+    lines.push(`gwlim-openai: Redis (a local redis-server) used ${lim.redis_us_per_req} µs of CPU per request beside the gateway's ${lim.target_us_per_req ?? '?'} (per round: ${(lim.redis_us_per_req_rounds ?? []).join(', ')}).`);
   const drift = driftLine(rep.rows.find((r) => r.id === 'plain-chat'));
   if (drift) lines.push(drift);
   const h = rep.settings.heavy;
