@@ -29,10 +29,14 @@ import type { ProviderConfig } from '../config/schema.js';
 //
 // KEYS: window hash, in-flight zset, then per budget period named its hash,
 // holds zset and reclaimed-holds zset, then the settled markers.
-// ARGV: window ms, lease ms, budget ttl ms, marker ttl ms, then 9 per operation:
-//   admission:  'a', rpm, tpm, max_parallel, budget micro-USD (0 or -1: no such limit), tokens, micros, id, KEYS index of the budget hash (0: none)
-//   settlement: 's', id, window start, reserved tokens, actual tokens, reserved micros, actual micros, KEYS index of the budget hash (0: none),
-//               KEYS index of its marker (-1: it holds an in-flight slot, 0: neither)
+// ARGV: window ms, lease ms, budget ttl ms, marker ttl ms, then one string per
+// operation, its fields separated by spaces (one argument each would cost the
+// client and Redis nine times the framing), the request id last:
+//   admission:  a rpm tpm max_parallel budget-micro-USD tokens micros budget-index 0 id
+//   settlement: s window-start reserved-tokens actual-tokens reserved-micros actual-micros budget-index marker-index 0 id
+// (0 or -1: no such limit; budget-index: the KEYS index of the budget hash, 0
+// without a budget; marker-index: the KEYS index of its marker, -1 when it
+// holds an in-flight slot, 0 when neither)
 // Returns 7 numbers per admission, in order: outcome (1 admitted; 2 requests,
 // 3 tokens, 4 parallel, 5 budget: refused), reset ms, requests, tokens in the
 // window, window start, tokens reserved, micros reserved.
@@ -66,10 +70,11 @@ local function budget(i)
   return b
 end
 local out = {}
-for a = 5, #ARGV, 9 do
-  if ARGV[a] == 'a' then
-    local rpm, tpm, maxpar, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    local tok, usd, id, bi = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), ARGV[a + 7], tonumber(ARGV[a + 8])
+for a = 5, #ARGV do
+  local kind, f1, f2, f3, f4, f5, f6, f7, f8, id = string.match(ARGV[a], '^(%a) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (.*)$')
+  if kind == 'a' then
+    local rpm, tpm, maxpar, limit = tonumber(f1), tonumber(f2), tonumber(f3), tonumber(f4)
+    local tok, usd, bi = tonumber(f5), tonumber(f6), tonumber(f7)
     if (not start) or start + win <= now then start, req, used, res = now, 0, 0, 0 end
     local reset = start + win - now
     if tpm > 0 and tok > tpm then tok = tpm end
@@ -114,12 +119,12 @@ for a = 5, #ARGV, 9 do
     out[#out + 1] = tok
     out[#out + 1] = usd
   else
-    local id, bi, mi = ARGV[a + 1], tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8])
+    local bi, mi = tonumber(f6), tonumber(f7)
     local first, b
     if bi > 0 then
       b = budget(bi)
-      if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. ARGV[a + 5]) == 1 then
-        b.res = b.res - tonumber(ARGV[a + 5])
+      if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. f4) == 1 then
+        b.res = b.res - tonumber(f4)
         first = true
       else
         first = redis.call('ZREM', KEYS[bi + 2], id) == 1
@@ -131,11 +136,11 @@ for a = 5, #ARGV, 9 do
       first = redis.call('SET', KEYS[mi], '1', 'NX', 'PX', mttl) ~= false
     end
     if first then
-      if start == tonumber(ARGV[a + 2]) then
-        res, used, wdirty = res - tonumber(ARGV[a + 3]), used + tonumber(ARGV[a + 4]), true
+      if start == tonumber(f1) then
+        res, used, wdirty = res - tonumber(f2), used + tonumber(f3), true
       end
       if b then
-        b.spent = b.spent + tonumber(ARGV[a + 6])
+        b.spent = b.spent + tonumber(f5)
         b.dirty = true
       end
     end
@@ -296,12 +301,12 @@ export class RedisLimits implements LimitStore {
     for (const op of ops) {
       if (op.kind === 'a') {
         const { limits: l, estimate, id } = op.req;
-        argv.push('a', l.rpm ?? 0, l.tpm ?? 0, l.max_parallel ?? 0, l.budget_usd !== undefined ? toMicros(l.budget_usd) : -1, estimate.tokens, estimate.micros, id, budget(op.period?.id));
+        argv.push(`a ${l.rpm ?? 0} ${l.tpm ?? 0} ${l.max_parallel ?? 0} ${l.budget_usd !== undefined ? toMicros(l.budget_usd) : -1} ${estimate.tokens} ${estimate.micros} ${budget(op.period?.id)} 0 ${id}`);
       } else {
         const { res, actual } = op;
         // Its hold or its slot makes the settlement count once; a marker where it has neither.
         if (!res.period && !res.parallel) keys.push(`${this.prefix}settled:{${key}}:${res.id}`);
-        argv.push('s', res.id, res.window, res.tokens, actual.tokens, res.micros, actual.micros, budget(res.period), res.parallel ? -1 : res.period ? 0 : keys.length);
+        argv.push(`s ${res.window} ${res.tokens} ${actual.tokens} ${res.micros} ${actual.micros} ${budget(res.period)} ${res.parallel ? -1 : res.period ? 0 : keys.length} 0 ${res.id}`);
       }
     }
     return this.r.gwLimits(keys.length, ...keys, ...argv).then(
