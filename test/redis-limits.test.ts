@@ -82,6 +82,8 @@ async function run() {
     t.equal(await admin.hget(`${prefix}lim:{mix}:bd:${day}`, 'spent'), '3000', 'spent: what they used');
     t.equal(await admin.hget(`${prefix}lim:{mix}:bd:${day}`, 'res'), '1000', 'reserved: the one admitted after');
     t.equal(await admin.hget(`${prefix}lim:{mix}:win`, 'used'), '400');
+    // Expiries are set when the keys are created, not at every call: each has one.
+    for (const k of [`lim:{mix}:win`, `lim:{mix}:bd:${day}`, `lim:{mix}:bdh:${day}`]) t.ok((await admin.pttl(prefix + k)) > 0, `${k} expires`);
   });
 
   t.test('a settlement sent again counts once, whatever the key holds', async (t) => {

@@ -18,7 +18,8 @@ import type { ProviderConfig } from '../config/schema.js';
 // that turn's admissions and settlements of the key, applied in order, each
 // against the counters as the previous one left them. The key's counters are
 // read once, kept in Lua locals and written back once, and expiries are set
-// once per call, so an operation costs Redis the command or two of its own
+// when a key is created (a new window, a new period's budget, an empty holds
+// zset given its first hold), so an operation costs Redis the command or two of its own
 // (its hold, its in-flight slot) and the gateway a share of one command.
 //
 // A settlement counts once however often it is retried: it applies only if it
@@ -46,7 +47,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local win, lease, bttl, mttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local w = redis.call('HMGET', KEYS[1], 'start', 'req', 'used', 'res')
 local start, req, used, res = tonumber(w[1]), tonumber(w[2]) or 0, tonumber(w[3]) or 0, tonumber(w[4]) or 0
-local wdirty, pardirty, parswept = false, false, false
+local wdirty, wfresh, pardirty, parswept = false, false, false, false
 local budgets = {}
 local function budget(i)
   local b = budgets[i]
@@ -65,7 +66,7 @@ local function budget(i)
     redis.call('PEXPIRE', KEYS[i + 2], mttl)
   end
   local v = redis.call('HMGET', KEYS[i], 'spent', 'res')
-  b = { spent = tonumber(v[1]) or 0, res = (tonumber(v[2]) or 0) - sum, dirty = sum > 0, held = false }
+  b = { spent = tonumber(v[1]) or 0, res = (tonumber(v[2]) or 0) - sum, dirty = sum > 0, created = not v[1] and not v[2], newholds = false }
   budgets[i] = b
   return b
 end
@@ -75,7 +76,7 @@ for a = 5, #ARGV do
   if kind == 'a' then
     local rpm, tpm, maxpar, limit = tonumber(f1), tonumber(f2), tonumber(f3), tonumber(f4)
     local tok, usd, bi = tonumber(f5), tonumber(f6), tonumber(f7)
-    if (not start) or start + win <= now then start, req, used, res = now, 0, 0, 0 end
+    if (not start) or start + win <= now then start, req, used, res, wfresh = now, 0, 0, 0, true end
     local reset = start + win - now
     if tpm > 0 and tok > tpm then tok = tpm end
     local code = 1
@@ -96,8 +97,10 @@ for a = 5, #ARGV do
     end
     if code == 1 then
       if b then
+        -- Nothing reserved: the holds zset is empty (gone), so this hold creates it, and it needs its expiry.
+        if b.res <= 0 then b.newholds = true end
         b.res = b.res + usd
-        b.dirty, b.held = true, true
+        b.dirty = true
         redis.call('ZADD', KEYS[bi + 1], now + lease, id .. ':' .. usd)
       else
         usd = 0
@@ -148,15 +151,15 @@ for a = 5, #ARGV do
 end
 if wdirty then
   redis.call('HSET', KEYS[1], 'start', start, 'req', req, 'used', used, 'res', res)
-  redis.call('PEXPIRE', KEYS[1], win * 2)
+  if wfresh then redis.call('PEXPIRE', KEYS[1], win * 2) end
 end
 if pardirty then redis.call('PEXPIRE', KEYS[2], lease) end
 for i, b in pairs(budgets) do
   if b.dirty then
     redis.call('HSET', KEYS[i], 'spent', b.spent, 'res', b.res)
-    redis.call('PEXPIRE', KEYS[i], bttl)
+    if b.created then redis.call('PEXPIRE', KEYS[i], bttl) end
   end
-  if b.held then redis.call('PEXPIRE', KEYS[i + 1], bttl) end
+  if b.newholds then redis.call('PEXPIRE', KEYS[i + 1], bttl) end
 end
 return out
 `;
