@@ -9,7 +9,7 @@ import pino from 'pino';
 import { RedisLimits, connect } from '../src/state/redis.js';
 import type { KeyLimits } from '../src/config/load.js';
 import type { AdmitResult, Reservation } from '../src/limits.js';
-import { redisReachable } from './helpers/process.js';
+import { redisReachable, dropKeysAndDisconnect } from './helpers/process.js';
 
 const REDIS = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -31,13 +31,7 @@ async function run() {
   t.teardown(async () => {
     await store.close();
     redis.disconnect();
-    let cursor = '0';
-    do {
-      const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      if (keys.length) await admin.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-    admin.disconnect();
+    await dropKeysAndDisconnect(admin, prefix);
   });
   const evalshaCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
   const admitted = (r: AdmitResult): Reservation => {

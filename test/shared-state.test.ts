@@ -16,7 +16,7 @@ import { startOpenAIMock, openAIError, OPENAI_KEY } from './mocks/openai.js';
 import { startMock } from './mocks/server.js';
 import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, until, untilAsync } from './helpers/gateway.js';
-import { startGatewayProcess, redisReachable as reachable } from './helpers/process.js';
+import { startGatewayProcess, redisReachable as reachable, dropKeysAndDisconnect } from './helpers/process.js';
 
 const REDIS = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sha = (k: string) => createHash('sha256').update(k).digest('hex');
@@ -33,15 +33,7 @@ if (!(await reachable(REDIS))) {
 async function run() {
   const prefix = `mgtest:${process.pid}:${Date.now()}:`;
   const admin = new Redis(REDIS);
-  t.teardown(async () => {
-    let cursor = '0';
-    do {
-      const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      if (keys.length) await admin.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-    admin.disconnect();
-  });
+  t.teardown(() => dropKeysAndDisconnect(admin, prefix));
 
   const oai = await startOpenAIMock();
   const gem = await startGeminiMock();
