@@ -704,7 +704,14 @@ export class TraceExporter {
     this.queued -= next.spans;
     this.sending = this.send(next.body, next.spans, next.contentType).finally(() => {
       this.sending = undefined;
-      if (this.queued) this.kick();
+      // Full batches go at once; a partial one waits for its flush timer
+      // (or more spans): sealing it now would make every export as small as
+      // what arrived during the last one.
+      if (this.ready.length) this.kick();
+      else if (this.queued && !this.timer) {
+        this.timer = setTimeout(() => this.kick(), this.opts.flushMs);
+        this.timer.unref();
+      }
     });
   }
 

@@ -199,23 +199,27 @@ t.test('a collector that fails drops spans, counted, and every request is answer
   t.equal(gw.gw.traces!.stats.exported, 0);
 });
 
+/** A finished request's record with `attempts` attempt spans (the exporter's input). */
+const exporterRecord = (i: number, attempts: number): RequestRecord => ({
+  ...newRecord(`req-${i}`, 'chat_completions'),
+  requested_model: 'openai/gpt-4.1-mini',
+  model: 'openai/gpt-4.1-mini',
+  provider: 'openai',
+  deployment: 'gpt-4.1-mini',
+  attempts,
+  status: 200,
+  trace: traceContext(undefined),
+  attempt_spans: Array.from({ length: attempts }, (_, k) => ({ span_id: hex(8), provider: 'openai', model: 'openai/gpt-4.1-mini', deployment: 'gpt-4.1-mini', start: Date.now(), duration_ms: k })),
+});
+const exporterConfig = { providers: new Map([['openai', { family: 'openai' }]]), telemetry: { traces: { protocol: 'http/protobuf' } } } as unknown as GatewayConfig;
+
 t.test('the exporter: batches of whole requests up to batchSize spans, all delivered; a full queue drops, counted', async (t) => {
   const sink = await startOtlpCollector();
   t.teardown(() => sink.close());
-  const cfg = { providers: new Map([['openai', { family: 'openai' }]]), telemetry: { traces: { protocol: 'http/protobuf' } } } as unknown as GatewayConfig;
+  const cfg = exporterConfig;
   const warnings: string[] = [];
   const logger = { warn: (_o: unknown, m: string) => warnings.push(m) } as unknown as Logger;
-  const record = (i: number, attempts: number): RequestRecord => ({
-    ...newRecord(`req-${i}`, 'chat_completions'),
-    requested_model: 'openai/gpt-4.1-mini',
-    model: 'openai/gpt-4.1-mini',
-    provider: 'openai',
-    deployment: 'gpt-4.1-mini',
-    attempts,
-    status: 200,
-    trace: traceContext(undefined),
-    attempt_spans: Array.from({ length: attempts }, (_, k) => ({ span_id: hex(8), provider: 'openai', model: 'openai/gpt-4.1-mini', deployment: 'gpt-4.1-mini', start: Date.now(), duration_ms: k })),
-  });
+  const record = exporterRecord;
   const ex = new TraceExporter(sink.url, () => cfg, logger, { queueSize: 1000, batchSize: 10, flushMs: 50, timeoutMs: 2000 });
   // 40 requests of 2 or 3 spans: 100 spans.
   for (let i = 0; i < 40; i++) ex.record(record(i, 1 + (i % 2)));
@@ -243,6 +247,25 @@ t.test('the exporter: batches of whole requests up to batchSize spans, all deliv
   await slow.flush();
   t.equal(slow.stats.dropped, 40, 'the exports that timed out drop their spans too');
   t.equal(slow.stats.exported, 0);
+});
+
+t.test('an export under way: a full batch follows it at once, a partial one waits for the flush timer', async (t) => {
+  const sink = await startOtlpCollector();
+  t.teardown(() => sink.close());
+  let release!: () => void;
+  sink.hold = new Promise<void>((r) => (release = r));
+  const ex = new TraceExporter(sink.url, () => exporterConfig, { warn() {} } as unknown as Logger, { queueSize: 1000, batchSize: 4, flushMs: 60_000, timeoutMs: 5000 });
+  // One span a request: the first 4 fill a batch, whose export waits on the collector; then one more full batch and 2 spans.
+  for (let i = 0; i < 10; i++) ex.record(exporterRecord(i, 0));
+  sink.hold = undefined;
+  release();
+  await until(() => sink.exports.length >= 2);
+  // Had the partial batch been sealed when the second export ended, it would be here by now.
+  await new Promise((r) => setTimeout(r, 300));
+  t.same(sink.exports.map((e) => e.body.resourceSpans[0].scopeSpans[0].spans.length), [4, 4], 'two full batches, the 2 spans still waiting');
+  await ex.flush();
+  t.equal(sink.exports.length, 3, 'flush sends the partial batch');
+  t.equal(ex.stats.exported, 10);
 });
 
 t.test('the two encodings carry the same spans, whatever the values; a change of encoding starts a new batch', async (t) => {

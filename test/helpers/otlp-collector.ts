@@ -25,6 +25,8 @@ export interface OtlpCollector {
   refused: string[];
   /** Answer the next exports with this status (0: accept). */
   status: number;
+  /** While set, answers wait for it (an export that takes its time). */
+  hold?: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -128,7 +130,7 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (d: Buffer) => chunks.push(d));
-    req.on('end', () => {
+    req.on('end', () => void (c.hold ?? Promise.resolve()).then(() => {
       const raw = Buffer.concat(chunks);
       const type = String(req.headers['content-type'] ?? '');
       const answer = (status: number, body: string) => {
@@ -149,7 +151,7 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
         c.refused.push((err as Error).message);
         answer(400, '');
       }
-    });
+    }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   c.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
