@@ -19,10 +19,9 @@ type Obj = Record<string, unknown>;
  * chunk for every token. Any other chunk is serialised as it is.
  */
 export class TextChunkFrames {
-  private keys: string[] = [];
-  private values: unknown[] = [];
-  private choiceKeys: string[] = [];
-  private choiceValues: unknown[] = [];
+  /** The template's chunk (its `choices` aside) and its one choice (its `delta` aside). */
+  private top: Shape = { keys: [], values: [] };
+  private choice: Shape = { keys: [], values: [] };
   private head = '';
   private tail = '';
   private made = 0;
@@ -37,22 +36,9 @@ export class TextChunkFrames {
 
   /** The same keys in the same order, and the same values but the text. */
   private fits(c: Obj): boolean {
-    let i = 0;
-    const keys = this.keys;
-    const values = this.values;
-    for (const k in c) {
-      if (keys[i] !== k || (k !== 'choices' && c[k] !== values[i])) return false;
-      i++;
-    }
-    if (i !== keys.length) return false;
+    if (!hasShape(c, 'choices', this.top)) return false;
     const choice = (c.choices as Obj[])[0];
-    if (Object.getPrototypeOf(choice) !== Object.prototype) return false;
-    i = 0;
-    for (const k in choice) {
-      if (this.choiceKeys[i] !== k || (k !== 'delta' && choice[k] !== this.choiceValues[i])) return false;
-      i++;
-    }
-    return i === this.choiceKeys.length;
+    return Object.getPrototypeOf(choice) === Object.prototype && hasShape(choice, 'delta', this.choice);
   }
 
   /** A template from this chunk (its frame, or undefined when it cannot serve as one). */
@@ -60,20 +46,9 @@ export class TextChunkFrames {
     if (this.made >= MAX_TEMPLATES) return undefined;
     const choice = (c.choices as Obj[])[0];
     if (Object.getPrototypeOf(choice) !== Object.prototype) return undefined;
-    const keys: string[] = [];
-    const values: unknown[] = [];
-    for (const k in c) {
-      if (k !== 'choices' && !primitive(c[k])) return undefined;
-      keys.push(k);
-      values.push(c[k]);
-    }
-    const choiceKeys: string[] = [];
-    const choiceValues: unknown[] = [];
-    for (const k in choice) {
-      if (k !== 'delta' && !primitive(choice[k])) return undefined;
-      choiceKeys.push(k);
-      choiceValues.push(choice[k]);
-    }
+    const top = shapeOf(c, 'choices');
+    const inner = shapeOf(choice, 'delta');
+    if (!top || !inner) return undefined;
     const delta = choice.delta as Obj;
     delta.content = HOLE;
     let json: string;
@@ -85,14 +60,40 @@ export class TextChunkFrames {
     const at = json.indexOf(HOLE_JSON);
     if (at === -1 || json.indexOf(HOLE_JSON, at + 1) !== -1) return undefined;
     this.made++;
-    this.keys = keys;
-    this.values = values;
-    this.choiceKeys = choiceKeys;
-    this.choiceValues = choiceValues;
+    this.top = top;
+    this.choice = inner;
     this.head = 'data: ' + json.slice(0, at);
     this.tail = json.slice(at + HOLE_JSON.length) + '\n\n';
     return this.head + JSON.stringify(text) + this.tail;
   }
+}
+
+/** An object's keys in order and their values. */
+interface Shape {
+  keys: string[];
+  values: unknown[];
+}
+
+/** The keys and values of `o`, or undefined when a member other than `nested` is not a primitive. */
+function shapeOf(o: Obj, nested: string): Shape | undefined {
+  const keys: string[] = [];
+  const values: unknown[] = [];
+  for (const k in o) {
+    if (k !== nested && !primitive(o[k])) return undefined;
+    keys.push(k);
+    values.push(o[k]);
+  }
+  return { keys, values };
+}
+
+/** Whether `o` has the keys of `s` in the same order, and its values but for `nested`. */
+function hasShape(o: Obj, nested: string, s: Shape): boolean {
+  let i = 0;
+  for (const k in o) {
+    if (s.keys[i] !== k || (k !== nested && o[k] !== s.values[i])) return false;
+    i++;
+  }
+  return i === s.keys.length;
 }
 
 /** The text of a chunk whose only choice's delta is `{ content: string }` (plain objects all), else undefined. */
