@@ -9,7 +9,8 @@ import pino from 'pino';
 import { RedisLimits, connect } from '../src/state/redis.js';
 import type { KeyLimits } from '../src/config/load.js';
 import type { AdmitResult, Reservation } from '../src/limits.js';
-import { redisReachable, dropKeysAndDisconnect } from './helpers/process.js';
+import { redisReachable } from './helpers/process.js';
+import { dropRedisKeys } from '../bench/processes.js';
 
 const REDIS = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -31,7 +32,8 @@ async function run() {
   t.teardown(async () => {
     await store.close();
     redis.disconnect();
-    await dropKeysAndDisconnect(admin, prefix);
+    await dropRedisKeys(REDIS, prefix);
+    admin.disconnect();
   });
   const evalshaCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
   const admitted = (r: AdmitResult): Reservation => {

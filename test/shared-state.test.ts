@@ -16,7 +16,8 @@ import { startOpenAIMock, openAIError, OPENAI_KEY } from './mocks/openai.js';
 import { startMock } from './mocks/server.js';
 import { startGeminiMock, GEMINI_KEY } from './mocks/gemini.js';
 import { startGateway, until, untilAsync } from './helpers/gateway.js';
-import { startGatewayProcess, redisReachable as reachable, dropKeysAndDisconnect } from './helpers/process.js';
+import { startGatewayProcess, redisReachable as reachable } from './helpers/process.js';
+import { dropRedisKeys } from '../bench/processes.js';
 
 const REDIS = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sha = (k: string) => createHash('sha256').update(k).digest('hex');
@@ -33,7 +34,10 @@ if (!(await reachable(REDIS))) {
 async function run() {
   const prefix = `mgtest:${process.pid}:${Date.now()}:`;
   const admin = new Redis(REDIS);
-  t.teardown(() => dropKeysAndDisconnect(admin, prefix));
+  t.teardown(async () => {
+    await dropRedisKeys(REDIS, prefix);
+    admin.disconnect();
+  });
 
   const oai = await startOpenAIMock();
   const gem = await startGeminiMock();

@@ -68,17 +68,6 @@ export async function startGatewayProcess(
   return { child, port, url, baseURL: `${url}/v1`, lines, file, stop };
 }
 
-/** Delete a test's keys (`prefix*`) through `admin`, then disconnect it: a test's Redis teardown. */
-export async function dropKeysAndDisconnect(admin: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-    if (keys.length) await admin.del(...keys);
-    cursor = next;
-  } while (cursor !== '0');
-  admin.disconnect();
-}
-
 /** Whether a Redis server answers PING at `url` (within about a second). */
 export async function redisReachable(url: string): Promise<boolean> {
   const r = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
