@@ -39,7 +39,7 @@ import type { ProviderCarry } from './reload.js';
 import type { RouteSlot } from './plugin.js';
 import { estimateOf } from './limits.js';
 import { createSharedState } from './state/index.js';
-import { requestLifecycle, originPath, type Exchange } from './server/lifecycle.js';
+import { requestLifecycle, originPath, endJson, type Exchange } from './server/lifecycle.js';
 import { RecordFinisher, openUsageStore, type RecordSink } from './server/records.js';
 import { Generations, type Generation } from './server/generations.js';
 import { Drain } from './server/drain.js';
@@ -309,11 +309,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (out.kind === 'json') {
         // Written here, with the headers Koa would give it: Koa's body setter
         // and respond() cost more than the write itself.
-        const text = JSON.stringify(out.body);
         kctx.respond = false;
-        if (drain.draining) res.setHeader('connection', 'close');
-        res.writeHead(out.status ?? 200, { ...out.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
-        res.end(text);
+        endJson(res, out.status ?? 200, out.headers, out.body, drain.draining);
         return;
       }
       kctx.respond = false;

@@ -84,6 +84,18 @@ function decodes(path: string): boolean {
   }
 }
 
+/**
+ * Answer with `body` as JSON: the status, `headers`, its content type and
+ * length, and `connection: close` while the gateway drains. Both JSON answers
+ * written outside Koa go through here: an endpoint's and an error's.
+ */
+export function endJson(res: ServerResponse, status: number, headers: Record<string, string> | undefined, body: unknown, draining: boolean): void {
+  const text = JSON.stringify(body);
+  if (draining) res.setHeader('connection', 'close');
+  res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
 /** The lifecycle of every request: Koa's first middleware, and the fixed-path POST endpoints' own entry (serve). */
 export interface Lifecycle {
   koa: Koa.Middleware;
@@ -191,13 +203,7 @@ export function requestLifecycle(o: LifecycleOptions): Lifecycle {
     if (answer) {
       // Written here for every route (Koa's respond() is skipped): the same status, headers and JSON body.
       x.respond = false;
-      const text = JSON.stringify(answer.body);
-      res.statusCode = answer.error.status;
-      for (const [k, v] of Object.entries(answer.error.headers)) res.setHeader(k, v);
-      if (drain.draining) res.setHeader('connection', 'close');
-      res.setHeader('content-type', 'application/json; charset=utf-8');
-      res.setHeader('content-length', Buffer.byteLength(text));
-      res.end(text);
+      endJson(res, answer.error.status, answer.error.headers, answer.body, drain.draining);
     }
   };
   return {
