@@ -993,9 +993,29 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     const pairRun = async (id: string, seconds?: number) => {
       const r = byRowId.get(id)!;
       const a = cpuNow(r);
+      const m0 = machineBusySeconds();
       const res = await throughput(r.spec!, r.connections ?? o.connections, seconds ?? r.pairS ?? o.pairS);
       const b = cpuNow(r);
-      return { rps: res.rps, us: res.ok > 0 ? ((b.target - a.target) / res.ok) * 1e6 : NaN };
+      const wall = (b.at - a.at) / 1000;
+      const ours = b.target - a.target + (b.mock - a.mock) + (b.client - a.client);
+      return {
+        rps: res.rps,
+        us: res.ok > 0 ? ((b.target - a.target) / res.ok) * 1e6 : NaN,
+        // Cores the target used, and cores every other process used (neither the target, the mock nor the load generator).
+        cores: wall > 0 ? (b.target - a.target) / wall : NaN,
+        others: wall > 0 ? Math.max(0, machineBusySeconds() - m0 - ours) / wall : NaN,
+      };
+    };
+    /** Per paired ratio: the numerator's and denominator's CPU in those same runs (why a pair came out as it did). */
+    const pairDiag = new Map<string, { numUs: number[]; denUs: number[]; numCores: number[]; denCores: number[]; others: number[] }>();
+    const notePair = (key: string, a: Awaited<ReturnType<typeof pairRun>>, before: Awaited<ReturnType<typeof pairRun>>, after: Awaited<ReturnType<typeof pairRun>>) => {
+      const d = pairDiag.get(key) ?? { numUs: [], denUs: [], numCores: [], denCores: [], others: [] };
+      d.numUs.push(a.us);
+      d.denUs.push(Math.sqrt(before.us * after.us));
+      d.numCores.push(a.cores);
+      d.denCores.push((before.cores + after.cores) / 2);
+      d.others.push(a.others);
+      pairDiag.set(key, d);
     };
     const paired = new Map<string, number[]>();
     const pairedCpu = new Map<string, number[]>();
@@ -1021,6 +1041,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         for (const n of order) {
           const a = await pairRun(n.num, secs);
           const after = await pairRun(c.den, secs);
+          if (!n.cpu) notePair(n.key, a, before, after);
           if (n.cpu) {
             const den = Math.sqrt(before.us * after.us);
             if (den > 0) pairedCpu.set(n.key, [...(pairedCpu.get(n.key) ?? []), a.us / den]);
@@ -1274,6 +1295,12 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       ...(highWaterResult ? { high_water: highWaterResult } : {}),
       ratios,
       ratios_paired_rounds: ratioRounds,
+      paired_cpu: Object.fromEntries(
+        [...pairDiag].map(([k, d]) => [
+          k,
+          { num_us_per_req: Math.round(median(d.numUs)), den_us_per_req: Math.round(median(d.denUs)), num_cores: Math.round(median(d.numCores) * 100) / 100, den_cores: Math.round(median(d.denCores) * 100) / 100, others_cores: Math.round(median(d.others) * 100) / 100 },
+        ]),
+      ),
       ratios_of_row_medians: ratiosOfMedians,
       ratio_notes: RATIO_NOTES,
       ...(Object.keys(cpuRatioValues).length ? { cpu_ratios: cpuRatioValues } : {}),

@@ -115,6 +115,11 @@ export interface BenchReport {
   ratios: Record<string, number | null>;
   ratios_paired_rounds?: Record<string, number[]>;
   /**
+   * The CPU behind each paired ratio, medians over its pairs: the numerator's and the denominator's CPU per
+   * request, the cores each used, and the cores the machine's other processes used during the numerator's run.
+   */
+  paired_cpu?: Record<string, { num_us_per_req: number; den_us_per_req: number; num_cores: number; den_cores: number; others_cores: number }>;
+  /**
    * The observability ratios as the gateway's CPU per request (the same
    * paired runs; information, lower is better), and the trace exports the
    * mock's OTLP endpoint received from the gateway with traces on.
@@ -251,6 +256,12 @@ export function formatTable(rep: BenchReport): string {
     const m = rep.ratios_of_row_medians?.[k];
     const note = rep.ratio_notes?.[k];
     lines.push(`${k}: ${v === null ? 'n/a' : v.toFixed(2) + 'x'}${rounds ? ` [${rounds.map((x) => x.toFixed(2)).join(' ')}; table ${m == null ? 'n/a' : m.toFixed(2) + 'x'}]` : ''}${note ? ` (${note})` : ''}`);
+  }
+  if (rep.paired_cpu && Object.keys(rep.paired_cpu).length) {
+    lines.push('');
+    lines.push('the paired runs\' CPU (medians over pairs): µs per request, numerator / denominator; cores each used; cores other processes used meanwhile:');
+    for (const [k, d] of Object.entries(rep.paired_cpu))
+      lines.push(`${k}: ${d.num_us_per_req} / ${d.den_us_per_req} µs (${(d.num_us_per_req / d.den_us_per_req).toFixed(2)}x); cores ${d.num_cores.toFixed(2)} / ${d.den_cores.toFixed(2)}; others ${d.others_cores.toFixed(2)}`);
   }
   const ob = rep.observability;
   if (ob) {
