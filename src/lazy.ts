@@ -7,6 +7,7 @@
 //   milliseconds at start-up for code the gateway never runs. require() leaves
 //   the getters alone. (Type-only imports of node:http are fine; so is an
 //   import of a CommonJS package that requires it.)
+// - node:https: loaded on first use (https(), below).
 // - undici: its index loads fetch, WebSocket, the caches and the cookie helpers
 //   too (and, through them, that same bundled copy); the gateway uses a Pool and
 //   its request API only, loaded on the first upstream call.
@@ -16,7 +17,15 @@ import type { Pool as PoolType } from 'undici';
 const require = createRequire(import.meta.url);
 
 export const http = require('node:http') as typeof import('node:http');
-export const https = require('node:https') as typeof import('node:https');
+let httpsMod: typeof import('node:https') | undefined;
+/**
+ * node:https, loaded on the first https upstream of the `http` transport (src/upstream/http.ts,
+ * agents.ts): it brings node:tls, about 3.5 MB of idle RSS for a gateway whose upstreams are
+ * plain http (a sidecar in front of a local model server, the benchmark) or that uses undici.
+ */
+export function https(): typeof import('node:https') {
+  return (httpsMod ??= require('node:https') as typeof import('node:https'));
+}
 /** @koa/router's CommonJS build: its ES build imports node:http. */
 export const KoaRouter = require('@koa/router') as typeof import('@koa/router').default;
 

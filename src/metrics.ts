@@ -8,7 +8,8 @@
 // the primary aggregates every worker's registry for each scrape
 // (prom-client's AggregatorRegistry). docs/observability.md, "Metrics".
 import cluster from 'node:cluster';
-import client, { AggregatorRegistry, Registry } from 'prom-client';
+import type * as PromClient from 'prom-client';
+import { createRequire } from 'node:module';
 import type { GatewayConfig } from './config/load.js';
 import type { Endpoint } from './config/schema.js';
 import type { Health } from './dispatch.js';
@@ -17,6 +18,43 @@ import type { RequestRecord } from './usage.js';
 import { CellCounter, CellHistogram } from './metric-cells.js';
 import type { UsageRecorder } from './store/usage.js';
 import { reloadCounts } from './reload.js';
+
+type PromParts = Pick<typeof PromClient, 'Registry' | 'AggregatorRegistry' | 'Counter' | 'Gauge' | 'collectDefaultMetrics'>;
+let promSource: 'parts' | 'index' | undefined;
+
+/**
+ * prom-client's classes, each from its own file: the package's index also
+ * loads its Pushgateway, which brings node:https and node:tls (about 3.5 MB of
+ * idle RSS; docs/performance.md, "Start-up"), and the Summary's tdigest, none
+ * of which the gateway uses. Falls back to the index should a release move
+ * these files (`promClientSource()` says which was loaded: test/lazy.test.ts
+ * checks it).
+ */
+function loadPromClient(): PromParts {
+  const require = createRequire(import.meta.url);
+  try {
+    const parts: PromParts = {
+      Registry: require('prom-client/lib/registry'),
+      AggregatorRegistry: require('prom-client/lib/cluster'),
+      Counter: require('prom-client/lib/counter'),
+      Gauge: require('prom-client/lib/gauge'),
+      collectDefaultMetrics: require('prom-client/lib/defaultMetrics'),
+    };
+    if (typeof parts.Registry !== 'function' || !(parts.AggregatorRegistry.prototype instanceof parts.Registry) || typeof parts.collectDefaultMetrics !== 'function') throw new Error('prom-client layout changed');
+    promSource = 'parts';
+    return parts;
+  } catch {
+    promSource = 'index';
+    return require('prom-client') as typeof PromClient;
+  }
+}
+const { Registry, AggregatorRegistry, Counter, Gauge, collectDefaultMetrics } = loadPromClient();
+type Registry = PromClient.Registry;
+
+/** Which prom-client loadPromClient() loaded: its parts, or (a release that moved them) the whole package. */
+export function promClientSource(): 'parts' | 'index' | undefined {
+  return promSource;
+}
 
 /** gen_ai.operation.name for each endpoint. */
 const OPERATION: Record<Endpoint, string> = { chat_completions: 'chat', responses: 'chat', messages: 'chat', images_generations: 'generate_content' };
@@ -63,7 +101,7 @@ const statusClass = (s: number) => (s >= 100 && s < 600 ? `${Math.floor(s / 100)
 export function createMetrics(src: MetricsSources): GatewayMetrics {
   const registry = new Registry();
   const registers = [registry];
-  client.collectDefaultMetrics({ register: registry });
+  collectDefaultMetrics({ register: registry });
 
   const genAi = ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model'] as const;
   const tokenUsage = new CellHistogram(
@@ -126,7 +164,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
     },
     OVERHEAD_BUCKETS,
   );
-  new client.Gauge({
+  new Gauge({
     name: 'gateway_inflight_requests',
     help: 'Requests whose response has not closed yet.',
     registers,
@@ -134,7 +172,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       this.set(src.inflight());
     },
   });
-  new client.Gauge({
+  new Gauge({
     name: 'gateway_provider_cooldown',
     help: '1 while a deployment is in cool-down after consecutive failures (routing skips it), else 0.',
     labelNames: ['model', 'provider', 'region', 'deployment'],
@@ -152,7 +190,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
         }
     },
   });
-  new client.Counter({
+  new Counter({
     name: 'gateway_config_reloads_total',
     help: 'Reloads of gateway.yaml, by result (success, failure).',
     labelNames: ['result'],
@@ -164,7 +202,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
   });
   if (src.limits) {
     const l = src.limits;
-    new client.Counter({
+    new Counter({
       name: 'gateway_key_limit_rejections_total',
       help: "Requests refused by their key's limit (docs/keys.md): requests, tokens, parallel, budget.",
       labelNames: ['limit'],
@@ -174,7 +212,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
         for (const [limit, n] of Object.entries(l.rejected)) this.inc({ limit }, n);
       },
     });
-    new client.Counter({
+    new Counter({
       name: 'gateway_state_unavailable_total',
       help: 'Requests of limited keys the shared state (Redis) could not check: served without limits (state.on_unavailable: open) or refused with 503 (closed).',
       registers,
@@ -186,7 +224,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
   }
   if (src.usage) {
     const u = src.usage;
-    new client.Counter({
+    new Counter({
       name: 'gateway_usage_records_dropped_total',
       help: 'Usage records dropped: the queue was full or the store failed or was too slow.',
       registers,
@@ -195,7 +233,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
         this.inc(u.stats.dropped);
       },
     });
-    new client.Gauge({
+    new Gauge({
       name: 'gateway_usage_queue_length',
       help: 'Usage records waiting to be written.',
       registers,

@@ -57,6 +57,13 @@ models:
   for (const pkg of ['undici', 'ioredis', 'pg', 'http-proxy-3', 'gpt-tokenizer', '@smithy'])
     t.same(fromPackage(idle, pkg), [], `${pkg} is not loaded`);
   t.same(idle.threads, [], 'no worker thread: the usage and response stores start theirs on first use');
+  for (const b of ['https', 'tls']) t.notOk(idle.builtins.includes(`NativeModule ${b}`), `node:${b} is not loaded (no upstream call yet)`);
+  t.ok(fromPackage(idle, 'prom-client').some((u) => u.endsWith('/lib/registry.js')), "prom-client's registry is loaded (metrics are on)");
+  t.same(
+    fromPackage(idle, 'prom-client').filter((u) => /\/(index|pushgateway|summary)\.js$/.test(u)),
+    [],
+    "prom-client's index, Pushgateway and Summary are not loaded",
+  );
 
   const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0, timeout: 10_000 });
   const r = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hello' }] });
@@ -79,6 +86,15 @@ models:
   t.ok(fromPackage(served, 'undici').some((u) => u.endsWith('/lib/dispatcher/pool.js')), "undici's Pool is loaded by the first upstream call");
   t.notOk(served.builtins.includes(BUNDLED_UNDICI), "Node's bundled fetch/WebSocket is still not loaded");
   t.equal(served.threads.length, 1, 'the usage store started its thread');
+});
+
+t.test("prom-client's classes come from their parts, the same as its index exports", async (t) => {
+  const { createMetrics, promClientSource } = await import('../src/metrics.js');
+  t.equal(promClientSource(), 'parts', 'this prom-client release keeps the files the metrics load');
+  const pkg = createRequire(import.meta.url)('prom-client') as typeof import('prom-client');
+  const m = createMetrics({ config: () => ({ models: new Map(), providers: new Map() }) as never, health: { isCooling: () => false } as never, inflight: () => 0 });
+  t.ok(m.registry instanceof pkg.Registry, "the metrics' registry is the package's Registry");
+  t.match(await m.text(), /# TYPE gateway_requests_total counter/);
 });
 
 t.test("undici's Pool comes from its parts, with the request API its index installs", async (t) => {

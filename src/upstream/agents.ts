@@ -26,7 +26,7 @@ export function createAgents() {
       let a = agents.get(key);
       if (!a) {
         const opts = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 256), scheduling: 'lifo' as const };
-        a = isHttps ? new https.Agent(opts) : new http.Agent(opts);
+        a = isHttps ? new (https().Agent)(opts) : new http.Agent(opts);
         agents.set(key, a);
       }
       return a;

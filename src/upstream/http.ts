@@ -69,7 +69,7 @@ export function createHttpTransport(): Transport {
           r.firstByteTimeoutMs,
         );
 
-        const req = (target.isHttps ? https : http).request(
+        const req = (target.isHttps ? https() : http).request(
           {
             hostname: target.hostname,
             port: target.port || undefined,
