@@ -52,6 +52,7 @@ import {
   machine,
   cpuSeconds,
   machineBusySeconds,
+  pinnedNode,
   type Proc,
   type GatewayProc,
   type Availability,
@@ -780,6 +781,11 @@ async function streamCpu(run: () => Promise<StreamCheck>, mockPid: number, targe
 export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<BenchReport> {
   const o: BenchOptions = { ...(opts.quick ? QUICK : FULL), ...opts };
   const started = Date.now();
+  const node = pinnedNode();
+  if (!node.matches)
+    process.stderr.write(
+      `\nWARNING: this benchmark runs on Node ${process.version}, not the Node the project pins (${node.pinned}); the gateways run on it too, so the figures are not the project's. Run it as \`npm run bench\`.\n\n`,
+    );
   const avail = availability();
   const procs: Proc[] = [];
   const dirs: string[] = [];

@@ -464,6 +464,24 @@ export function machineBusySeconds(): number {
   }
 }
 
+/**
+ * The Node version the project pins (the `node` devDependency, which npm scripts run on), and
+ * whether this process runs it: the gateways run on this process's Node (process.execPath), and
+ * their memory and speed differ by Node version (Node 24's binary alone keeps 46 MB of shared
+ * pages resident where Node 20's keeps 40), so a run on another Node measures another gateway.
+ */
+export function pinnedNode(): { pinned: string; matches: boolean } {
+  try {
+    const pkg = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { devDependencies?: Record<string, string> };
+    const pinned = pkg.devDependencies?.node ?? '';
+    const want = /(\d+)\.(\d+)/.exec(pinned);
+    const have = /^v(\d+)\.(\d+)/.exec(process.version);
+    return { pinned, matches: !want || (!!have && want[1] === have[1] && want[2] === have[2]) };
+  } catch {
+    return { pinned: '', matches: true };
+  }
+}
+
 export function machine() {
   let cpu = 'unknown';
   try {
@@ -476,6 +494,7 @@ export function machine() {
     cpu_model: cpu,
     mem_total_gb: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
     node: process.version,
+    node_pinned: pinnedNode().pinned,
     os: `${os.type()} ${os.release()}`,
   };
 }

@@ -76,7 +76,7 @@ export interface BenchReport {
   duration_s: number;
   quick: boolean;
   /** background_cpu_pct: CPU used by other processes on the machine during the measurements, in % of one core. */
-  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; os: string; background_cpu_pct?: number };
+  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; node_pinned?: string; os: string; background_cpu_pct?: number };
   settings: {
     rounds: number;
     connections: number;
