@@ -2,7 +2,7 @@
 // gateway (from the built dist, as an operator starts it), Portkey; and their
 // memory, read from /proc.
 import { spawn, fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync, openSync, closeSync, readFileSync, readdirSync, statSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, openSync, closeSync, readFileSync, readdirSync, statSync, rmSync, existsSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -281,14 +281,35 @@ export async function dropRedisKeys(url: string, prefix: string): Promise<void> 
   }
 }
 
+/** Where Debian's libjemalloc2 puts the library, on this machine's architecture; undefined when it is not installed. */
+export function hostJemalloc(): string | undefined {
+  const arch = process.arch === 'x64' ? 'x86_64' : process.arch === 'arm64' ? 'aarch64' : process.arch;
+  return [`/usr/lib/${arch}-linux-gnu/libjemalloc.so.2`, '/usr/local/lib/libjemalloc.so.2', '/usr/lib/libjemalloc.so.2'].find((f) => existsSync(f));
+}
+
+/** The image's allocator settings (Dockerfile `ENV MALLOC_CONF`): test/bench.test.ts checks them against the Dockerfile. */
+export const IMAGE_MALLOC_CONF = 'background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0';
+
 /**
  * The environment the container image (Dockerfile, `ENV`) starts the gateway
  * with, besides its paths: the benchmark measures the gateway as shipped. The
- * benchmark's own environment wins (`MALLOC_MMAP_THRESHOLD_=4194304 npm run
- * bench` compares another threshold). test/bench.test.ts checks it against the
- * Dockerfile.
+ * image preloads jemalloc (`LD_PRELOAD`); here it is this machine's copy of
+ * Debian's libjemalloc2, and glibc's malloc with the image's fallback threshold
+ * where that package is not installed (the report says which: `allocator`).
+ * The benchmark's own environment wins (`LD_PRELOAD= npm run bench` measures
+ * glibc's malloc). test/bench.test.ts checks it against the Dockerfile.
  */
-export const IMAGE_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: '131072' };
+export const IMAGE_ENV: Readonly<Record<string, string>> = {
+  MALLOC_MMAP_THRESHOLD_: '131072',
+  MALLOC_CONF: IMAGE_MALLOC_CONF,
+  ...(hostJemalloc() ? { LD_PRELOAD: hostJemalloc()! } : {}),
+};
+
+/** The allocator the benchmark's gateways run with. */
+export function gatewayAllocator(): string {
+  const preload = process.env.LD_PRELOAD ?? IMAGE_ENV.LD_PRELOAD;
+  return preload?.includes('jemalloc') ? `jemalloc (${preload}; MALLOC_CONF=${process.env.MALLOC_CONF ?? IMAGE_ENV.MALLOC_CONF})` : 'glibc malloc (Debian\'s libjemalloc2, which the image preloads, is not installed here: apt-get install libjemalloc2)';
+}
 
 export async function startGateway(o: GatewayOptions): Promise<GatewayProc> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
@@ -495,6 +516,7 @@ export function machine() {
     mem_total_gb: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
     node: process.version,
     node_pinned: pinnedNode().pinned,
+    allocator: gatewayAllocator(),
     os: `${os.type()} ${os.release()}`,
   };
 }

@@ -76,7 +76,7 @@ export interface BenchReport {
   duration_s: number;
   quick: boolean;
   /** background_cpu_pct: CPU used by other processes on the machine during the measurements, in % of one core. */
-  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; node_pinned?: string; os: string; background_cpu_pct?: number };
+  machine: { nproc: number; cpu_model: string; mem_total_gb: number; node: string; node_pinned?: string; allocator?: string; os: string; background_cpu_pct?: number };
   settings: {
     rounds: number;
     connections: number;
@@ -201,7 +201,7 @@ export function formatTable(rep: BenchReport): string {
     `req/s, p50, p99: ${rep.settings.connections} connections, median of ${rep.settings.rounds} interleaved round(s) of ${rep.settings.throughput_s} s. ` +
       `c=1: one connection, ${rep.settings.serial_s} s per round; +p50/+p99/+TTFB: over the direct row of the same upstream protocol. ` +
       `CPU% t/m/c: % of one core used by the target, the mock upstream and the load generator during the 32-connection run; µs/req: the target's CPU per request. ` +
-      `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}. ` +
+      `Gateway logging: ${rep.settings.log}; upstream transport: ${rep.settings.transport}; Node ${rep.machine.node}; allocator: ${rep.machine.allocator ?? 'glibc malloc'}. ` +
       `Other processes used ${rep.machine.background_cpu_pct ?? '?'}% of one core meanwhile (${rep.machine.nproc} cores).`,
   );
   const lim = rep.rows.find((r) => r.id === 'gwlim-openai')?.cpu;

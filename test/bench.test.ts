@@ -11,7 +11,7 @@ import { runBenchmark, buildRows, servingProfile, FULL } from '../bench/bench.js
 import { HEAVY_DEFAULT, heavyChatBody, expectedAnthropic, checkAnthropicHeavy } from '../bench/heavy.js';
 import { formatTable, svgChart, driftLine, type BenchReport, type RowResult } from '../bench/report.js';
 import { startMockUpstream, expectedText } from '../bench/mock-upstream.js';
-import { redisDown, IMAGE_ENV, PROJECT_ROOT } from '../bench/processes.js';
+import { redisDown, IMAGE_ENV, IMAGE_MALLOC_CONF, PROJECT_ROOT, hostJemalloc, gatewayAllocator } from '../bench/processes.js';
 import { manyStreams, serial, throughput } from '../bench/load.js';
 
 const finite = (n: unknown) => typeof n === 'number' && Number.isFinite(n);
@@ -368,5 +368,11 @@ t.test("the benchmark starts the gateway with the container image's environment"
   const env: Record<string, string> = {};
   for (const line of runtime.split('\n').filter((l) => l.startsWith('ENV '))) for (const m of line.matchAll(/(\w+)=(\S+)/g)) env[m[1]!] = m[2]!;
   t.ok(Object.keys(IMAGE_ENV).length > 0);
-  for (const [k, v] of Object.entries(IMAGE_ENV)) t.equal(env[k], v, `${k} as the image sets it`);
+  // The preload is the same library, at this machine's path for it (undefined where libjemalloc2 is not installed).
+  for (const [k, v] of Object.entries(IMAGE_ENV)) if (k !== 'LD_PRELOAD') t.equal(env[k], v, `${k} as the image sets it`);
+  t.match(env.LD_PRELOAD, /\/libjemalloc\.so\.2$/, 'the image preloads jemalloc');
+  t.equal(IMAGE_ENV.MALLOC_CONF, IMAGE_MALLOC_CONF);
+  const host = hostJemalloc();
+  t.equal(IMAGE_ENV.LD_PRELOAD, host, host ? 'the benchmark preloads this machine\'s jemalloc' : 'no jemalloc here: the benchmark says its gateways run on glibc');
+  t.match(gatewayAllocator(), host ? /^jemalloc/ : /^glibc malloc .*apt-get install libjemalloc2/);
 });
