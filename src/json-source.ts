@@ -160,7 +160,29 @@ function sameJson(a: unknown, b: unknown): boolean {
   return count === bCount;
 }
 
-const sent = new WeakMap<object, JsonSource>();
+/**
+ * Where an object's JsonSource is kept: a non-enumerable property under a
+ * private symbol, on the object itself. Nothing that reads a body sees it
+ * (JSON.stringify, for-in, Object.keys, valibot and structuredClone skip
+ * symbols) and nothing that copies one takes it along (a spread or
+ * Object.assign copies enumerable properties only), so a copy, like any
+ * other object, has no source: what a WeakMap keyed by the object gave.
+ * A WeakMap cost more: every request put two or three young objects into
+ * long-lived WeakMaps, and each such entry is an ephemeron that V8 records
+ * on the write and revisits in every young-generation collection: a few
+ * µs of CPU per small passthrough request (docs/performance.md, "Where the
+ * time goes").
+ */
+const SOURCE = Symbol('json-source');
+const SENT = Symbol('json-source-sent');
+
+function attach(value: object, key: symbol, source: JsonSource | undefined): void {
+  Object.defineProperty(value, key, { value: source, writable: true, configurable: true, enumerable: false });
+}
+
+function attached(value: object, key: symbol): JsonSource | undefined {
+  return Object.hasOwn(value, key) ? ((value as Record<symbol, JsonSource | undefined>)[key] ?? undefined) : undefined;
+}
 
 /**
  * Mark `body` (about to be sent to a provider, possibly after plugins changed
@@ -168,7 +190,7 @@ const sent = new WeakMap<object, JsonSource>();
  * write it from the client's bytes.
  */
 export function derivedFrom<T extends object>(body: T, source: JsonSource | undefined): T {
-  if (source) sent.set(body, source);
+  if (source && Object.isExtensible(body)) attach(body, SENT, source);
   return body;
 }
 
@@ -184,10 +206,10 @@ export function derivedFrom<T extends object>(body: T, source: JsonSource | unde
  * about as much as the parse.
  */
 export function serialiseBody(body: object): Buffer {
-  const source = sent.get(body);
+  const source = attached(body, SENT);
   if (source) {
     // Once: a stream's request object may live as long as the stream, the client's bytes need not.
-    sent.delete(body);
+    attach(body, SENT, undefined);
     const patched = patch(source, body as Record<string, unknown>);
     if (patched) return patched;
   }
@@ -229,14 +251,12 @@ export function patch(source: JsonSource, out: Record<string, unknown>): Buffer 
   return Buffer.concat(parts);
 }
 
-const sources = new WeakMap<object, JsonSource>();
-
 /** Remember that `value` (the parse of `bytes`, or a validated copy of it) came from the client's `bytes`. */
 export function rememberSource(value: object, source: JsonSource): void {
-  sources.set(value, source);
+  if (Object.isExtensible(value)) attach(value, SOURCE, source);
 }
 
 /** The client's bytes behind a request body (rememberSource), if known. */
 export function sourceOf(value: object): JsonSource | undefined {
-  return sources.get(value);
+  return attached(value, SOURCE);
 }

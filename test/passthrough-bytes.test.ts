@@ -8,7 +8,7 @@ import t from 'tap';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { startGateway, openAIConfig, CLIENT_KEY } from './helpers/gateway.js';
-import { scanJson, patch } from '../src/json-source.js';
+import { scanJson, patch, rememberSource, sourceOf, derivedFrom, serialiseBody } from '../src/json-source.js';
 
 const mock = await startOpenAIMock();
 const gw = await startGateway(openAIConfig(mock.url));
@@ -125,4 +125,33 @@ t.test('patch: a member changed in place after parsing is re-serialised; nothing
   t.equal(patch({ bytes, parsed }, { other: 1 }), undefined, 'nothing of the client\'s left');
   for (const out of [copy, { ...parsed, model: 'x', extra: new Date(0) }, { ...parsed, messages: [...parsed.messages, { role: 'assistant', content: null }] }])
     t.same(JSON.parse(patch({ bytes, parsed }, out)!.toString()), JSON.parse(JSON.stringify(out)), 'parses as JSON.stringify would');
+});
+
+t.test('a body\'s source: invisible to readers, not carried by copies, used once when sent', async (t) => {
+  const text = '{"model":"m","messages" : [{"role":"user","content":"one"}]}';
+  const bytes = Buffer.from(text);
+  const parsed = JSON.parse(text);
+  const source = { bytes, parsed };
+  rememberSource(parsed, source);
+  t.equal(sourceOf(parsed), source);
+  t.equal(JSON.stringify(parsed), JSON.stringify(JSON.parse(text)), 'JSON.stringify does not see it');
+  t.same(Object.keys(parsed), ['model', 'messages'], 'nor Object.keys');
+  const keys: string[] = [];
+  for (const k in parsed) keys.push(k);
+  t.same(keys, ['model', 'messages'], 'nor for-in');
+  t.equal(sourceOf({ ...parsed }), undefined, 'a spread copy has no source');
+  t.equal(sourceOf(Object.assign({}, parsed)), undefined, 'nor an Object.assign copy');
+  t.equal(sourceOf(structuredClone(parsed)), undefined, 'nor a structured clone');
+  t.equal(sourceOf(Object.create(parsed)), undefined, 'nor an object inheriting from it');
+  t.equal(sourceOf({}), undefined);
+  const frozen = Object.freeze({ model: 'm' });
+  rememberSource(frozen, source);
+  t.equal(sourceOf(frozen), undefined, 'a frozen object is left alone');
+
+  const out = derivedFrom({ ...parsed, model: 'up' }, source);
+  t.same(Object.keys(out), ['model', 'messages']);
+  t.equal(serialiseBody(out).toString(), '{"model":"up","messages" : [{"role":"user","content":"one"}]}', 'sent from the client\'s bytes');
+  t.equal(serialiseBody(out).toString(), JSON.stringify(out), 'once: a second serialisation does not hold on to the bytes');
+  const frozenOut = derivedFrom(Object.freeze({ ...parsed, model: 'up' }), source);
+  t.equal(serialiseBody(frozenOut).toString(), JSON.stringify(frozenOut), 'a frozen body is serialised on its own');
 });
