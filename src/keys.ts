@@ -122,8 +122,9 @@ export class RuntimeKeys {
     }
   }
 
-  lookup(digest: Buffer): ClientKey | undefined {
-    return this.byDigest.size ? this.byDigest.get(digest.toString('hex')) : undefined;
+  /** The active runtime key with this SHA-256 digest (bytes, or lower-case hex). */
+  lookup(digest: Buffer | string): ClientKey | undefined {
+    return this.byDigest.size ? this.byDigest.get(typeof digest === 'string' ? digest : digest.toString('hex')) : undefined;
   }
 
   private drop(name: string): void {

@@ -134,7 +134,7 @@ export interface GatewayConfig {
   telemetry: RawConfig['telemetry'];
   keys: ClientKey[];
   /** The runtime keys (src/keys.ts), set by the core on each config it serves: looked up in memory, never in a database. */
-  runtimeKeys?: { lookup(digest: Buffer): ClientKey | undefined };
+  runtimeKeys?: { lookup(digest: Buffer | string): ClientKey | undefined };
   adminKeys: AdminKey[];
   providers: Map<string, ProviderConfig>;
   models: Map<string, ModelConfig>;
