@@ -179,10 +179,12 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   const specs: EndpointSpec[] = [chatEndpoint, ...(opts.endpoints ?? [])];
   // 1. The request lifecycle (ids, error mapping, the access log): one place decides what a client sees.
+  const records = new RecordFinisher(recordSinks, state.limiter, logger);
+  if (recorder) recorder.drainFirst = records.drain;
   const lifecycle = requestLifecycle({
     generations,
     drain,
-    records: new RecordFinisher(recordSinks, state.limiter, logger),
+    records,
     writeAccessLine: accessLogWriter(logger),
     logger,
     errorShapes: new Map(specs.filter((s) => s.errorBody).map((s) => [s.path, s.errorBody!])),
@@ -202,7 +204,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
 
   // Traces (src/tracing.ts): with telemetry.otlp_endpoint (at start-up), each request's record becomes spans.
   const traces = opts.config.telemetry.otlp_endpoint ? new TraceExporter(opts.config.telemetry.otlp_endpoint, () => generations.current.config, logger) : undefined;
-  if (traces) recordSinks.push((r) => traces.record(r));
+  if (traces) {
+    traces.drainFirst = records.drain;
+    recordSinks.push((r) => traces.record(r));
+  }
 
   // Prometheus metrics (src/metrics.ts), fed by each request's record. The path
   // and whether it is served take effect at start-up; require_admin_key follows reloads.
@@ -213,6 +218,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     router.get(metricsOpts.path, async (kctx) => {
       const config = generations.current.config;
       if (config.telemetry.metrics.require_admin_key) kctx.state.log.admin_key = adminKeyName(kctx, config);
+      records.drain();
       const text = await metrics.text();
       kctx.set('content-type', metrics.contentType);
       kctx.body = text;
@@ -442,6 +448,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     for (const spec of specs) await spec.close?.();
     await generations.current.pipeline.close();
     usageStore.stop();
+    records.drain();
     // What is queued is written (each write bounded by write_timeout_ms), then the store closes.
     await recorder?.close();
     await runtimeKeys.close();

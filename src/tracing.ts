@@ -735,8 +735,12 @@ export class TraceExporter {
     }
   }
 
+  /** Hands this exporter the records finished but not yet recorded (RecordFinisher.drain): flush() calls it first. */
+  drainFirst?: () => void;
+
   /** Export what is queued (tests, shutdown). */
   async flush(): Promise<void> {
+    this.drainFirst?.();
     while (this.sending || this.queued) {
       if (!this.sending) this.kick();
       await this.sending;
