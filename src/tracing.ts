@@ -599,6 +599,12 @@ function encoderFor(protocol: TraceProtocol): RouteEncoder<unknown> {
 
 /** A batch's first buffer (bytes); grown when its spans need more. */
 const BATCH_BYTES = 256 * 1024;
+/**
+ * Batch buffers kept for reuse once their export is answered: a new one
+ * each batch is, past glibc's mmap threshold (the image sets 128 KiB), a
+ * fresh mapping whose pages fault in as spans are written, then unmapped.
+ */
+const SPARE_BATCHES = 2;
 
 /**
  * The exporter: spans are encoded into the body of the next export as each
@@ -612,8 +618,10 @@ export class TraceExporter {
   private batch: Buffer | undefined;
   private used = 0;
   private batchSpans = 0;
-  /** Batches waiting for their export. */
-  private ready: { body: Buffer; spans: number; contentType: string }[] = [];
+  /** Batches waiting for their export: the body, within `whole`, the batch's buffer. */
+  private ready: { body: Buffer; whole: Buffer; spans: number; contentType: string }[] = [];
+  /** Buffers of batches whose export was answered, for the next batches. */
+  private spare: Buffer[] = [];
   /** Spans waiting (ready batches and the one being filled). */
   private queued = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -660,7 +668,9 @@ export class TraceExporter {
     const room = enc.pending() + enc.tailRoom;
     if (!this.batch) {
       this.enc = enc;
-      this.batch = Buffer.allocUnsafe(Math.max(BATCH_BYTES, enc.headRoom + room));
+      const need = Math.max(BATCH_BYTES, enc.headRoom + room);
+      const spare = this.spare.pop();
+      this.batch = spare && spare.length >= need ? spare : Buffer.allocUnsafe(need);
       this.used = enc.headRoom;
     } else if (this.used + room > this.batch.length) {
       const grown = Buffer.allocUnsafe(Math.max(this.batch.length * 2, this.used + room));
@@ -679,7 +689,7 @@ export class TraceExporter {
     const from = this.enc.headRoom - prefix.length;
     prefix.copy(this.batch, from);
     this.used += suffix.copy(this.batch, this.used);
-    this.ready.push({ body: this.batch.subarray(from, this.used), spans: this.batchSpans, contentType: this.enc.contentType });
+    this.ready.push({ body: this.batch.subarray(from, this.used), whole: this.batch, spans: this.batchSpans, contentType: this.enc.contentType });
     this.batch = undefined;
     this.used = 0;
     this.batchSpans = 0;
@@ -702,7 +712,9 @@ export class TraceExporter {
     const next = this.ready.shift();
     if (!next) return;
     this.queued -= next.spans;
-    this.sending = this.send(next.body, next.spans, next.contentType).finally(() => {
+    this.sending = this.send(next.body, next.spans, next.contentType).then((accepted) => {
+      // Its bytes were all read: the buffer takes a later batch.
+      if (accepted && this.spare.length < SPARE_BATCHES) this.spare.push(next.whole);
       this.sending = undefined;
       // Full batches go at once; a partial one waits for its flush timer
       // (or more spans): sealing it now would make every export as small as
@@ -715,7 +727,11 @@ export class TraceExporter {
     });
   }
 
-  private async send(body: Buffer, spans: number, contentType: string): Promise<void> {
+  /**
+   * Export one batch; whether the collector accepted it (a 2xx: it has read
+   * the whole body, so nothing of it is still being written).
+   */
+  private async send(body: Buffer, spans: number, contentType: string): Promise<boolean> {
     try {
       const url = new URL(this.url);
       this.pool ??= new (undiciPool())(url.origin);
@@ -730,8 +746,10 @@ export class TraceExporter {
       await res.body.dump();
       if (res.statusCode >= 300) throw new Error(`the collector answered ${res.statusCode}`);
       this.stats.exported += spans;
+      return true;
     } catch (err) {
       this.drop(spans, `the export failed (${(err as Error).message})`);
+      return false;
     }
   }
 
