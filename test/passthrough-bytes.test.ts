@@ -107,6 +107,30 @@ t.test('scanJson: the top-level members, escaped keys decoded; duplicates and no
   t.equal(scanJson(Buffer.from('{"a":[["[[[["]]}'), 3).deep, false, 'brackets in strings do not count');
 });
 
+t.test('scanJson: strings of every length around the short-string loop, with escaped quotes and backslashes anywhere', async (t) => {
+  // Deterministic pseudo-random strings (a fixed LCG): lengths 0-160 cross the 48-byte loop's end, and
+  // quotes, backslashes and multi-byte characters fall before, on and after it.
+  let seed = 7;
+  const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+  const alphabet = ['a', 'b', ' ', '"', '\\', '\\"', 'é', '€', '\n', '{', ']', ':', ','];
+  const str = (len: number) => Array.from({ length: len }, () => alphabet[rnd(alphabet.length)]).join('');
+  let checked = 0;
+  for (let k = 0; k < 400; k++) {
+    const obj: Record<string, unknown> = {};
+    for (let m = 0; m < 1 + rnd(5); m++) obj[`${str(rnd(60))}#${m}`] = rnd(2) ? str(rnd(160)) : [str(rnd(100)), { x: str(rnd(70)) }];
+    const text = JSON.stringify(obj);
+    const { members } = scanJson(Buffer.from(text), 0);
+    t.ok(members, `members of ${text.slice(0, 40)}…`);
+    const buf = Buffer.from(text);
+    t.same(members!.map((x) => x.key), Object.keys(obj));
+    for (const x of members!) {
+      t.same(JSON.parse(buf.toString('utf8', x.valueStart, x.valueEnd)), obj[x.key], 'the value bytes parse to the value');
+      checked++;
+    }
+  }
+  t.ok(checked > 500, `${checked} members checked`);
+});
+
 t.test('patch: a member changed in place after parsing is re-serialised; nothing shared: no patch', async (t) => {
   const text = '{"model":"m","messages":[{"role":"user","content":"one"}],"n":1}';
   const bytes = Buffer.from(text);
