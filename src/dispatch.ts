@@ -279,7 +279,8 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       meter.reset();
       rec.attempts = attemptsMade;
       // Its span (tracing on): the upstream sees it as the parent when the operator allows propagation.
-      const span = rec.trace ? { span_id: spanId(), start: Date.now() } : undefined;
+      // Its start on the request's clock (newRecord): the wall clock read again could be stepped.
+      const span = rec.trace ? { span_id: spanId(), start: rec.mono === undefined ? Date.now() : rec.time + (started - rec.mono) } : undefined;
       const traceparent = span && ctx.config.telemetry.traces.propagate_upstream ? traceparentOf(rec.trace!, span.span_id) : undefined;
       // The target being tried: the one that served, or for a request that fails, the last one tried.
       rec.provider = provider.name;

@@ -188,6 +188,12 @@ export type UsageSource = 'reported' | 'partial' | 'none';
 export interface RequestRecord {
   /** Unix ms when the request arrived. */
   time: number;
+  /**
+   * performance.now() when `time` was read: the request's later instants
+   * (its attempts' spans) are `time` plus the monotonic time since, so that
+   * they lie within the request's span whatever the wall clock does.
+   */
+  mono?: number;
   request_id: string;
   endpoint: Endpoint;
   /** The client key's name (auth plugin). */
@@ -229,7 +235,7 @@ export interface RequestRecord {
 }
 
 export function newRecord(requestId: string, endpoint: Endpoint, time = Date.now()): RequestRecord {
-  return { time, request_id: requestId, endpoint, attempts: 0, fallbacks: 0, status: 0, usage: null, usage_source: 'none', cost_usd: null, latency_ms: 0, upstream_ms: 0, stream: false };
+  return { time, mono: performance.now(), request_id: requestId, endpoint, attempts: 0, fallbacks: 0, status: 0, usage: null, usage_source: 'none', cost_usd: null, latency_ms: 0, upstream_ms: 0, stream: false };
 }
 
 /**
