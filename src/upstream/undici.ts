@@ -78,7 +78,12 @@ export function createUndiciTransport(): Transport {
         body,
         release() {
           // Read what is left (a few bytes after a terminal event) so the connection is reused; give up after 100 ms or 256 KiB.
-          if (!body.destroyed && !body.readableEnded) body.dump({ limit: 256 * 1024, signal: AbortSignal.timeout(100) }).catch(() => {});
+          // A plain timer, cleared when the body closes: AbortSignal.timeout() always fired its timer, 100 ms after every
+          // stream, and made a DOMException (with its stack) for an abort nobody waited for.
+          if (body.destroyed || body.readableEnded) return;
+          const giveUp = setTimeout(() => body.destroy(), 100).unref();
+          const done = () => clearTimeout(giveUp);
+          body.dump({ limit: 256 * 1024 }).then(done, done);
         },
       };
     },
