@@ -308,7 +308,10 @@ export const IMAGE_ENV: Readonly<Record<string, string>> = {
 /** The allocator the benchmark's gateways run with. */
 export function gatewayAllocator(): string {
   const preload = process.env.LD_PRELOAD ?? IMAGE_ENV.LD_PRELOAD;
-  return preload?.includes('jemalloc') ? `jemalloc (${preload}; MALLOC_CONF=${process.env.MALLOC_CONF ?? IMAGE_ENV.MALLOC_CONF})` : 'glibc malloc (Debian\'s libjemalloc2, which the image preloads, is not installed here: apt-get install libjemalloc2)';
+  if (preload?.includes('jemalloc')) return `jemalloc (${preload}; MALLOC_CONF=${process.env.MALLOC_CONF ?? IMAGE_ENV.MALLOC_CONF})`;
+  return IMAGE_ENV.LD_PRELOAD
+    ? `glibc malloc (the benchmark's environment sets LD_PRELOAD=${preload ?? ''}, over the image's jemalloc)`
+    : 'glibc malloc (Debian\'s libjemalloc2, which the image preloads, is not installed here: apt-get install libjemalloc2)';
 }
 
 export async function startGateway(o: GatewayOptions): Promise<GatewayProc> {
