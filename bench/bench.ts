@@ -938,7 +938,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (o.warmupS > 0) {
       log(o, `warm-up (${o.warmupS} s per row)…`);
       // A multi-worker target splits its warm-up between its workers: it gets one warm-up per worker.
-      for (const r of c32Rows) await throughput(r.spec!, r.connections ?? o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
+      const warmUp = (r: RowDef) => throughput(r.spec!, r.connections ?? o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
+      for (const r of c32Rows) await warmUp(r);
       for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
       // Every process gets the same warm-up, whatever its number of rows: a gateway's CPU per request
       // keeps falling for several seconds of load (its code is still being optimised: a limits
@@ -949,10 +950,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       for (const r of c32Rows) if (r.group) warmed.set(r.group, (warmed.get(r.group) ?? 0) + o.warmupS);
       for (const [group, had] of warmed) {
         const mine = c32Rows.filter((r) => r.group === group);
-        for (let t = had, i = 0; t < o.processWarmupS; t += o.warmupS, i++) {
-          const r = mine[i % mine.length]!;
-          await throughput(r.spec!, r.connections ?? o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
-        }
+        for (let t = had, i = 0; t < o.processWarmupS; t += o.warmupS, i++) await warmUp(mine[i % mine.length]!);
       }
     }
     // The observability gateways go on warming up, together, in turns: their
@@ -1288,6 +1286,8 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
 
     const targets = checkTargets(byId, ratios, streams, highWaterResult, cpuRatioValues, bodies, { startup_ms: median(startupSamples), idle_rss_mb: idleRss });
     const logStats = o.log === 'file' ? countLines(gw.logFile) : undefined;
+    /** A median of cores, to two decimals. */
+    const cores2 = (xs: number[]) => Math.round(median(xs) * 100) / 100;
     const report: BenchReport = {
       version: 1,
       started_at: new Date(started).toISOString(),
@@ -1322,7 +1322,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       paired_cpu: Object.fromEntries(
         [...pairDiag].map(([k, d]) => [
           k,
-          { num_us_per_req: Math.round(median(d.numUs)), den_us_per_req: Math.round(median(d.denUs)), num_cores: Math.round(median(d.numCores) * 100) / 100, den_cores: Math.round(median(d.denCores) * 100) / 100, others_cores: Math.round(median(d.others) * 100) / 100 },
+          { num_us_per_req: Math.round(median(d.numUs)), den_us_per_req: Math.round(median(d.denUs)), num_cores: cores2(d.numCores), den_cores: cores2(d.denCores), others_cores: cores2(d.others) },
         ]),
       ),
       ratios_of_row_medians: ratiosOfMedians,

@@ -299,10 +299,11 @@ export const IMAGE_MALLOC_CONF = 'background_thread:true,dirty_decay_ms:1000,muz
  * The benchmark's own environment wins (`LD_PRELOAD= npm run bench` measures
  * glibc's malloc). test/bench.test.ts checks it against the Dockerfile.
  */
+const jemalloc = hostJemalloc();
 export const IMAGE_ENV: Readonly<Record<string, string>> = {
   MALLOC_MMAP_THRESHOLD_: '131072',
   MALLOC_CONF: IMAGE_MALLOC_CONF,
-  ...(hostJemalloc() ? { LD_PRELOAD: hostJemalloc()! } : {}),
+  ...(jemalloc ? { LD_PRELOAD: jemalloc } : {}),
 };
 
 /** The allocator the benchmark's gateways run with. */

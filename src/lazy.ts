@@ -35,7 +35,7 @@ let PoolClass: typeof PoolType | undefined;
  * undici's Pool with its request API (`request`, `stream`, … as the package's
  * index installs them), without the rest of the package. Falls back to the
  * whole package should a release move these files (`undiciSource()` says
- * which one was loaded: test/lazy.test.ts checks it).
+ * which one was loaded: test/startup.test.ts checks it).
  */
 export function undiciPool(): typeof PoolType {
   if (PoolClass) return PoolClass;

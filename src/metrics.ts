@@ -27,7 +27,7 @@ let promSource: 'parts' | 'index' | undefined;
  * loads its Pushgateway, which brings node:https and node:tls (about 3.5 MB of
  * idle RSS; docs/performance.md, "Start-up"), and the Summary's tdigest, none
  * of which the gateway uses. Falls back to the index should a release move
- * these files (`promClientSource()` says which was loaded: test/lazy.test.ts
+ * these files (`promClientSource()` says which was loaded: test/startup.test.ts
  * checks it).
  */
 function loadPromClient(): PromParts {

@@ -376,10 +376,10 @@ export class UsageRecorder {
     }
   }
 
-  /** Write what is queued now (tests, shutdown); resolves when it is written or dropped. */
   /** Hands this recorder the records finished but not yet recorded (RecordFinisher.drain): flush() calls it first. */
   drainFirst?: () => void;
 
+  /** Write what is queued now (tests, shutdown); resolves when it is written or dropped. */
   async flush(): Promise<void> {
     this.drainFirst?.();
     while (this.backend && (this.writing || this.queue.length)) {
