@@ -25,7 +25,7 @@
 // default server.node_flags bound the young generation): the µs/req column
 // shows how much of the gain is less GC per worker. The passthrough 2-worker
 // row and ratio stay, as information.
-import { mkdtempSync, readdirSync, openSync, readSync, closeSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, openSync, readSync, closeSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -44,6 +44,7 @@ import {
   availability,
   forkReady,
   startGateway,
+  gatewayYaml,
   startPortkey,
   removeDir,
   RssSampler,
@@ -809,12 +810,22 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     let gw!: GatewayProc;
     let idleRss = NaN;
     const gwOpts = { mockOrigin, avail, transport: o.transport, logFile: o.log === 'null' ? 'null' : undefined, cpuProfDir: profDir, paceMs: o.streams?.paceMs };
+    // The gateways the rows measure take turns with each other, and each sits
+    // idle while the others run: long enough for its idle collection, which
+    // drops V8's optimised code, so that a row would measure the gateway
+    // re-optimising rather than serving (2-3x the CPU per request in the first
+    // second; src/idle-gc.ts). A gateway under steady traffic never runs it:
+    // these run without it (server.idle_release_ms: 0). What it costs and what
+    // it gives back are measured on fresh gateways as shipped: the high-water
+    // check (its re-warm windows) and the agent rows' memory, whose gateway
+    // gets the setting back by a reload before its settle time.
+    const steady = { ...gwOpts, idleReleaseMs: 0 };
     for (let i = 0; i < Math.max(1, o.startupSamples); i++) {
       if (gw) {
         await gw.stop();
         removeDir(gw.dir);
       }
-      gw = await startGateway(gwOpts);
+      gw = await startGateway(steady);
       startupSamples.push(gw.startupMs);
     }
     procs.push(gw);
@@ -834,7 +845,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     const transports = { main: mainTransport, alt: mainTransport === 'http' ? 'undici' : 'http' };
     let gwAlt: GatewayProc | undefined;
     if (o.altTransport)
-      gwAlt = await startGateway({ ...gwOpts, transport: transports.alt, cpuProfDir: undefined }).catch((err) => (log(o, `transport ${transports.alt}: ${(err as Error).message}`), undefined));
+      gwAlt = await startGateway({ ...steady, transport: transports.alt, cpuProfDir: undefined }).catch((err) => (log(o, `transport ${transports.alt}: ${(err as Error).message}`), undefined));
     if (gwAlt) {
       procs.push(gwAlt);
       dirs.push(gwAlt.dir);
@@ -846,7 +857,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     // process's, and a ratio against it measured that too.)
     const wants = (id: string) => o.observability && (!o.only || o.only.includes(id));
     const obsGateway = (id: string, observability: 'off' | 'default' | 'all') =>
-      wants(id) ? startGateway({ ...gwOpts, observability, cpuProfDir: undefined }).catch((err) => (log(o, `${id}: ${(err as Error).message}`), undefined)) : undefined;
+      wants(id) ? startGateway({ ...steady, observability, cpuProfDir: undefined }).catch((err) => (log(o, `${id}: ${(err as Error).message}`), undefined)) : undefined;
     const gwOff = await obsGateway('gwoff-openai', 'off');
     const gwShip = await obsGateway('gwship-openai', 'default');
     const gwAll = await obsGateway('gwall-openai', 'all');
@@ -861,7 +872,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         log(o, gwLimNa);
       } else {
         redisPrefix = `mgbench:${process.pid}:${Date.now()}:`;
-        gwLim = await startGateway({ ...gwOpts, limits: { redisUrl, keyPrefix: redisPrefix }, cpuProfDir: undefined }).catch((err) => (log(o, `limits: ${(err as Error).message}`), undefined));
+        gwLim = await startGateway({ ...steady, limits: { redisUrl, keyPrefix: redisPrefix }, cpuProfDir: undefined }).catch((err) => (log(o, `limits: ${(err as Error).message}`), undefined));
         // A local Redis shares the cores: its CPU is part of what the limits row costs, not background.
         if (gwLim) limRedisPid = await redisPid(redisUrl);
       }
@@ -875,13 +886,13 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     const bodyIds = o.bodySizes.flatMap((b) => cpuRatios([b]).map((r) => r[1]));
     let gwBodies: GatewayProc | undefined;
     if (bodyIds.length && (!o.only || o.only.some((id) => bodyIds.includes(id))))
-      gwBodies = await startGateway({ ...gwOpts, cpuProfDir: undefined }).catch((err) => (log(o, `agent rows' gateway: ${(err as Error).message}`), undefined));
+      gwBodies = await startGateway({ ...steady, cpuProfDir: undefined }).catch((err) => (log(o, `agent rows' gateway: ${(err as Error).message}`), undefined));
     if (gwBodies) {
       procs.push(gwBodies);
       dirs.push(gwBodies.dir);
     }
     let gw2: GatewayProc | undefined;
-    if (o.workers2) gw2 = await startGateway({ ...gwOpts, workers: 2, cpuProfDir: undefined }).catch((err) => (log(o, `2 workers: ${(err as Error).message}`), undefined));
+    if (o.workers2) gw2 = await startGateway({ ...steady, workers: 2, cpuProfDir: undefined }).catch((err) => (log(o, `2 workers: ${(err as Error).message}`), undefined));
     if (gw2) {
       procs.push(gw2);
       dirs.push(gw2.dir);
@@ -1093,7 +1104,10 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     let bodies: BenchReport['bodies'];
     if (gwBodies && Number.isFinite(bodiesBaseline)) {
       const peak = sampler.take('gatewayBodies');
-      log(o, `agent rows: waiting ${o.bodiesSettleS} s, then reading their gateway's RSS…`);
+      // The idle collection back on, as shipped (a reload: same process, same heap).
+      writeFileSync(path.join(gwBodies.dir, 'gateway.yaml'), gatewayYaml({ ...gwOpts, cpuProfDir: undefined }, gwBodies.port));
+      process.kill(gwBodies.pid, 'SIGHUP');
+      log(o, `agent rows: their gateway reloaded with its idle collection on; waiting ${o.bodiesSettleS} s, then reading its RSS…`);
       await new Promise((r) => setTimeout(r, o.bodiesSettleS * 1000));
       const after = rssMb(gwBodies.pids());
       bodies = { sizes: o.bodySizes, baseline_rss_mb: bodiesBaseline, peak_rss_mb: Math.max(peak, ...rows.filter((r) => r.group === 'gatewayBodies').map((r) => peaks.get(r.id) ?? 0)), after_rss_mb: after, settle_s: o.bodiesSettleS };
@@ -1185,7 +1199,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
           body: chatBody('bench/openai', o.tokens, false),
           stream: false,
         };
-        highWaterResult = { ...(await highWater(() => fresh.pids(), spec, o.highWater, rssMb(fresh.pids()))), quick: o.highWater.afterS < 60 };
+        highWaterResult = { ...(await highWater(() => fresh.pids(), spec, o.highWater, rssMb(fresh.pids()), () => cpuSeconds(fresh.pids()))), quick: o.highWater.afterS < 60 };
       } finally {
         await fresh.stop();
         removeDir(fresh.dir);

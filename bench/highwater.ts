@@ -5,6 +5,13 @@
 // every 100 ms), and the RSS is followed for a minute after the load (a
 // shorter time with --quick, labelled as such). The target: back within 20%
 // of the pre-load value within that minute.
+//
+// By then the gateway has fallen idle and run its idle collection
+// (src/idle-gc.ts), which gives the memory back but also drops V8's
+// optimised code for the request path. So the small requests then run again
+// at 32 connections for a few 1 s windows, and the gateway's CPU per request
+// in each is reported (`rewarm_us_per_req`): the first window is what the
+// collection costs the next traffic, the last ones are the steady state.
 import { throughput, type RequestSpec } from './load.js';
 import { rssMb, RssSampler } from './processes.js';
 
@@ -40,12 +47,16 @@ export interface HighWaterResult {
   series: [number, number][];
   ok: number;
   failed: number;
+  /** The gateway's CPU per request (µs) in 1 s windows of small requests after the minute (see above). */
+  rewarm_us_per_req?: number[];
 }
+
+const REWARM_WINDOWS = 6;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Run the burst against a gateway whose processes `pids()` lists (fresh: started for this). */
-export async function highWater(pids: () => number[], spec: RequestSpec, o: HighWaterOptions, freshRssMb: number): Promise<HighWaterResult> {
+export async function highWater(pids: () => number[], spec: RequestSpec, o: HighWaterOptions, freshRssMb: number, cpuSeconds?: () => number): Promise<HighWaterResult> {
   if (o.warmupS > 0) await throughput(spec, 32, o.warmupS);
   await sleep(2000);
   const pre = rssMb(pids());
@@ -67,6 +78,12 @@ export async function highWater(pids: () => number[], spec: RequestSpec, o: High
     if (back === null && v <= pre * 1.2) back = s;
   }
   const after = series[series.length - 1][1];
+  const rewarm: number[] = [];
+  for (let w = 0; cpuSeconds && w < REWARM_WINDOWS; w++) {
+    const c0 = cpuSeconds();
+    const r = await throughput(spec, 32, 1);
+    rewarm.push(Math.round(((cpuSeconds() - c0) / Math.max(1, r.ok)) * 1e6));
+  }
   return {
     connections: o.connections,
     load_s: o.loadS,
@@ -80,5 +97,6 @@ export async function highWater(pids: () => number[], spec: RequestSpec, o: High
     series,
     ok: load.ok,
     failed: load.failed,
+    ...(rewarm.length ? { rewarm_us_per_req: rewarm } : {}),
   };
 }

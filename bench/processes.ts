@@ -163,6 +163,8 @@ export interface GatewayOptions {
    * and settles real amounts, and the rows compared differ only by the limits).
    */
   limits?: { redisUrl: string; keyPrefix: string };
+  /** server.idle_release_ms, only written when set (0: no idle collection after requests). */
+  idleReleaseMs?: number;
 }
 
 export interface GatewayProc extends Proc {
@@ -205,7 +207,7 @@ server:
   host: 127.0.0.1
   port: ${port}
   workers: ${o.workers ?? 1}
-  log_level: ${o.logLevel ?? 'info'}${o.transport ? `\n  transport: ${o.transport}` : ''}
+  log_level: ${o.logLevel ?? 'info'}${o.transport ? `\n  transport: ${o.transport}` : ''}${o.idleReleaseMs !== undefined ? `\n  idle_release_ms: ${o.idleReleaseMs}` : ''}
 storage:
   responses_db: ':memory:'${o.observability === 'off' ? '\n  usage:\n    enabled: false' : ''}${o.observability === 'off' ? '\ntelemetry:\n  metrics:\n    enabled: false' : o.observability === 'all' ? `\ntelemetry:\n  otlp_endpoint: ${o.mockOrigin}` : ''}
 routing:

@@ -247,7 +247,8 @@ export function formatTable(rep: BenchReport): string {
       `high-water memory${hw.quick ? ' (quick: a shorter burst, followed for less than a minute)' : ''}: fresh gateway ${r1(hw.fresh_rss_mb, 0)} MB; warmed up and idle (pre-load) ${r1(hw.pre_rss_mb, 0)} MB; ` +
         `peak under ${hw.connections} connections for ${hw.load_s} s ${r1(hw.peak_rss_mb, 0)} MB (${hw.ok} ok, ${hw.failed} failed); ${hw.after_s} s after ${r1(hw.after_rss_mb, 0)} MB (${r1(hw.after_over_pre, 2)}x pre-load; ` +
         (hw.back_within_20pct_s === null ? 'not back within 20%' : `within 20% after ${hw.back_within_20pct_s} s`) +
-        `); RSS every 10 s after the load: ${hw.series.filter(([t]) => t % 10 === 0).map(([, v]) => v.toFixed(0)).join(' ')} MB.`,
+        `); RSS every 10 s after the load: ${hw.series.filter(([t]) => t % 10 === 0).map(([, v]) => v.toFixed(0)).join(' ')} MB.` +
+        (hw.rewarm_us_per_req ? ` Then small requests again, after the idle collection: ${hw.rewarm_us_per_req.join(', ')} µs of gateway CPU per request in successive 1 s windows.` : ''),
     );
   lines.push('');
   lines.push('ratios (median over rounds of back-to-back measurements; in brackets: per round, and from the table\'s row medians):');

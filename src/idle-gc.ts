@@ -17,6 +17,17 @@
 // process only: no request waits for it. Nothing runs while requests come in,
 // nor again before more requests have been served.
 //
+// What it costs: with no request in flight, nothing holds the per-request
+// objects' hidden classes (maps), and a memory-reducing collection (the only
+// kind that shrinks the young generation and hands pages back) lets them die.
+// V8 then throws away every optimised function that embedded one ("embedded
+// weak objects cleared": about 400 functions, undici's included), and the
+// next requests run unoptimised until V8 optimises them again: 2-3x the CPU
+// per request in the first second, about three seconds to recover (a regular
+// collection with `--retain-maps-for-n-gc` kept the code but not the memory).
+// `server.idle_release_ms` sets the wait, 0 turns it off for a gateway that
+// would rather keep its memory than pay that after every pause.
+//
 // Start-up leaves garbage too (the config's text and parse trees, the
 // schemas' checks, the modules' set-up): about 5 MB of RSS. One look
 // `afterStartMs` after the collector starts collects it when no request has
@@ -30,7 +41,13 @@ export interface IdleCollectorOptions {
   started: () => number;
   /** Requests running now. */
   running: () => number;
-  intervalMs?: number;
+  /**
+   * How long the gateway must go without a new request (between one and two
+   * of these) before it collects; 0: never after requests (the start-up's look
+   * still runs). Read again at every look, so a reload that changes it applies.
+   * Default 10 s.
+   */
+  intervalMs?: number | (() => number);
   /** Collect only when the heap has grown by this many bytes since the last collection (or the start). */
   minGrowthBytes?: number;
   /** The collection (tests); default: V8's full collection. */
@@ -93,8 +110,23 @@ export function startIdleCollector(o: IdleCollectorOptions): IdleCollector {
     run();
     servedSinceCollection = false;
   };
-  const timer = setInterval(check, o.intervalMs ?? 10_000);
-  timer.unref();
+  const interval = typeof o.intervalMs === 'function' ? o.intervalMs : () => (o.intervalMs as number | undefined) ?? 10_000;
+  // Off (0): look again in a second, in case a reload turns it on; nothing is collected meanwhile.
+  let timer: NodeJS.Timeout;
+  const arm = () => {
+    const ms = interval();
+    timer = setTimeout(() => {
+      if (interval() > 0) check();
+      else if (o.started() !== seen) {
+        // Requests served while off count once it is turned on.
+        seen = o.started();
+        servedSinceCollection = true;
+      }
+      arm();
+    }, ms > 0 ? ms : 1000);
+    timer.unref();
+  };
+  arm();
   const afterStartMs = o.afterStartMs ?? 500;
   const startTimer = afterStartMs > 0 ? setTimeout(afterStart, afterStartMs) : undefined;
   startTimer?.unref();
@@ -104,7 +136,7 @@ export function startIdleCollector(o: IdleCollectorOptions): IdleCollector {
     },
     check,
     stop: () => {
-      clearInterval(timer);
+      clearTimeout(timer);
       clearTimeout(startTimer);
     },
   };

@@ -168,7 +168,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const generations = new Generations(generation(opts.config, await loadPipeline(opts.config, opts.registry, logger)), transport, logger);
   const drain = new Drain();
   // The heap a load grew, given back once the requests stop (idle-gc.ts).
-  const idleGc = startIdleCollector({ started: () => drain.started, running: () => drain.inflight });
+  const idleGc = startIdleCollector({ started: () => drain.started, running: () => drain.inflight, intervalMs: () => generations.current.config.server.idle_release_ms });
 
   const app = new Koa();
   app.proxy = false;

@@ -72,3 +72,21 @@ t.test("one look after the start collects the start-up's garbage, unless a reque
   t.equal(idle(), 1, 'no request by then: one collection');
   t.equal(served(), 0, "a request came: left to the requests' own collection");
 });
+
+t.test('the wait is read at every look: 0 turns the collection off, a reload back on', async (t) => {
+  let interval = 0;
+  let requests = 0;
+  let collected = 0;
+  const c = startIdleCollector({ started: () => requests, running: () => 0, intervalMs: () => interval, afterStartMs: 0, minGrowthBytes: 0, heapBytes: () => 1, collect: () => collected++ });
+  t.teardown(() => c.stop());
+  requests = 3;
+  // Off: the timer looks once a second without collecting.
+  await new Promise((r) => setTimeout(r, 1_300));
+  t.equal(collected, 0, 'idle_release_ms 0: no collection after requests');
+  interval = 30;
+  // The pending one-second look picks up the new value; then one look sees requests, the next sees idleness.
+  requests = 4;
+  await new Promise((r) => setTimeout(r, 1_000));
+  t.equal(collected, 1, 'turned on: one collection once idle');
+  t.equal(c.collections, 1);
+});

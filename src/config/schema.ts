@@ -45,6 +45,13 @@ const ServerSchema = v.strictObject({
   shutdown_timeout_ms: v.optional(positiveInt, 10_000),
   /** Worker processes (Node cluster). 0 (the default) means one per core; 1 serves from a single process. */
   workers: v.optional(nonNegativeInt, 0),
+  /**
+   * After a load, once no request has started for this long (between one and
+   * two of it), one full garbage collection gives back the memory the load
+   * grew; the next requests then run slower for a few seconds while V8
+   * optimises the request path again (docs/performance.md, "Memory"). 0: never.
+   */
+  idle_release_ms: v.optional(nonNegativeInt, 10_000),
   /** Reload the config when gateway.yaml changes (as SIGHUP does): docs/configuration.md "Reloading the configuration". */
   watch_config: v.optional(v.boolean(), false),
   /** Log level for the access log and gateway events. */
