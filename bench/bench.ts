@@ -885,8 +885,9 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     // The agent rows' own gateway (its RSS before and after their load is the memory check).
     const bodyIds = o.bodySizes.flatMap((b) => cpuRatios([b]).map((r) => r[1]));
     let gwBodies: GatewayProc | undefined;
+    const bodiesOpts = { ...steady, cpuProfDir: undefined };
     if (bodyIds.length && (!o.only || o.only.some((id) => bodyIds.includes(id))))
-      gwBodies = await startGateway({ ...steady, cpuProfDir: undefined }).catch((err) => (log(o, `agent rows' gateway: ${(err as Error).message}`), undefined));
+      gwBodies = await startGateway(bodiesOpts).catch((err) => (log(o, `agent rows' gateway: ${(err as Error).message}`), undefined));
     if (gwBodies) {
       procs.push(gwBodies);
       dirs.push(gwBodies.dir);
@@ -1105,7 +1106,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (gwBodies && Number.isFinite(bodiesBaseline)) {
       const peak = sampler.take('gatewayBodies');
       // The idle collection back on, as shipped (a reload: same process, same heap).
-      writeFileSync(path.join(gwBodies.dir, 'gateway.yaml'), gatewayYaml({ ...gwOpts, cpuProfDir: undefined }, gwBodies.port));
+      writeFileSync(gwBodies.configFile, gatewayYaml({ ...bodiesOpts, idleReleaseMs: undefined }, gwBodies.port));
       process.kill(gwBodies.pid, 'SIGHUP');
       log(o, `agent rows: their gateway reloaded with its idle collection on; waiting ${o.bodiesSettleS} s, then reading its RSS…`);
       await new Promise((r) => setTimeout(r, o.bodiesSettleS * 1000));

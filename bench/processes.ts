@@ -170,6 +170,8 @@ export interface GatewayOptions {
 export interface GatewayProc extends Proc {
   startupMs: number;
   dir: string;
+  /** Its gateway.yaml: rewrite it and send SIGHUP to reload. */
+  configFile: string;
   logFile: string;
   /** The primary and, with workers, its children. */
   pids(): number[];
@@ -355,6 +357,7 @@ export async function startGateway(o: GatewayOptions): Promise<GatewayProc> {
     port,
     child,
     dir,
+    configFile: cfg,
     logFile,
     startupMs,
     pids() {

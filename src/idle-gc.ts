@@ -97,14 +97,17 @@ export function startIdleCollector(o: IdleCollectorOptions): IdleCollector {
   const afterStart = () => {
     if (o.started() === initial && o.running() === 0) run();
   };
-  const check = () => {
+  /** Whether requests started since the last look (they are then owed a collection once idle). */
+  const sawRequests = () => {
     const started = o.started();
-    if (started !== seen) {
-      // Busy during this interval: look again at the next one.
-      seen = started;
-      servedSinceCollection = true;
-      return;
-    }
+    if (started === seen) return false;
+    seen = started;
+    servedSinceCollection = true;
+    return true;
+  };
+  const check = () => {
+    // Busy during this interval: look again at the next one.
+    if (sawRequests()) return;
     if (!servedSinceCollection || o.running() > 0) return;
     if (heapBytes() - heapAfter < minGrowth) return;
     run();
@@ -117,11 +120,8 @@ export function startIdleCollector(o: IdleCollectorOptions): IdleCollector {
     const ms = interval();
     timer = setTimeout(() => {
       if (interval() > 0) check();
-      else if (o.started() !== seen) {
-        // Requests served while off count once it is turned on.
-        seen = o.started();
-        servedSinceCollection = true;
-      }
+      // Off: requests served meanwhile still count once it is turned on.
+      else sawRequests();
       arm();
     }, ms > 0 ? ms : 1000);
     timer.unref();
