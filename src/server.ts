@@ -111,6 +111,8 @@ export interface Gateway {
   readonly usage: UsageRecorder | undefined;
   /** The span exporter (undefined without telemetry.otlp_endpoint). */
   readonly traces: TraceExporter | undefined;
+  /** Full collections the idle collector has run after requests (server.idle_release_ms; src/idle-gc.ts). */
+  readonly idleCollections: number;
   listen(port?: number, host?: string): Promise<AddressInfo>;
   /**
    * Drain (new requests refused with a 503, /healthz 503), let in-flight
@@ -401,6 +403,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     server,
     usage: recorder,
     traces,
+    get idleCollections() {
+      return idleGc.collections;
+    },
     get config() {
       return generations.current.config;
     },
