@@ -92,7 +92,8 @@ export class MemoryLimits implements LimitStore {
   private windows = new Map<string, { start: number; requests: number; used: number; reserved: number }>();
   private inflight = new Map<string, Map<string, number>>();
   private budgets = new Map<string, { spent: number; reserved: number; holds: Map<string, { micros: number; until: number }> }>();
-  private settled = new Map<string, number>();
+  /** Reservations already settled (a WeakSet: none outlives its request, none costs a sweep). */
+  private settled = new WeakSet<Reservation>();
 
   async admit(r: AdmitRequest): Promise<AdmitResult> {
     return this.admitNow(r, Date.now());
@@ -143,10 +144,9 @@ export class MemoryLimits implements LimitStore {
   }
 
   async settle(r: Reservation, actual: Estimate): Promise<void> {
-    const now = Date.now();
-    for (const [k, until] of this.settled) if (until <= now) this.settled.delete(k);
-    if (this.settled.has(r.id)) return;
-    this.settled.set(r.id, now + LEASE_MS);
+    // The reservation object this store handed out is what a second settlement would pass again.
+    if (this.settled.has(r)) return;
+    this.settled.add(r);
     const w = this.windows.get(r.key);
     if (w && w.start === r.window) {
       w.reserved -= r.tokens;

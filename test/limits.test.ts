@@ -227,3 +227,18 @@ t.test('several workers without Redis: the primary warns that each worker counts
   t.ok(g.lines().some((l) => /each worker counts on its own/.test(l.msg)), 'the warning');
   g.stop();
 });
+
+t.test('in memory: a settlement counts once', async (t) => {
+  const { MemoryLimits } = await import('../src/limits.js');
+  const store = new MemoryLimits();
+  const limits = { tpm: 1000, budget_usd: 1, budget_period: 'day' as const };
+  const first = store.admitNow({ key: 'k', id: 'r1', limits, estimate: { tokens: 300, micros: 400_000 } }, Date.now());
+  if (!first.ok) throw new Error('admitted');
+  await store.settle(first.reservation, { tokens: 100, micros: 100_000 });
+  await store.settle(first.reservation, { tokens: 100, micros: 100_000 });
+  const next = store.admitNow({ key: 'k', id: 'r2', limits, estimate: { tokens: 900, micros: 900_000 } }, Date.now());
+  t.equal(next.ok, true, 'the tokens and spend were counted once (100 + 900 ≤ 1000, $0.1 + $0.9 ≤ $1)');
+  t.equal(next.view.tokens, 1000);
+  const again = store.admitNow({ key: 'k', id: 'r3', limits, estimate: { tokens: 1, micros: 1 } }, Date.now());
+  t.equal(again.ok, false, 'and the window is full');
+});
