@@ -58,10 +58,14 @@ export interface Reservation {
   /** The budget period (`2026-11-26`, `2026-11`), when the key has a budget. */
   period?: string;
   parallel: boolean;
+  /** Set when a store admitted the request from a grant it holds (src/state/redis.ts): settled there. */
+  grant?: object;
 }
 
 export interface LimitStore {
   admit(r: AdmitRequest): Promise<AdmitResult>;
+  /** A reload's `state.grant_ms` (stores that take grants). */
+  configure?(grantMs: number): void;
   /** Idempotent: settling the same reservation twice counts once. */
   settle(r: Reservation, actual: Estimate): Promise<void>;
   close(): Promise<void>;

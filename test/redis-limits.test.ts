@@ -137,4 +137,109 @@ async function run() {
     t.match(await admin.hgetall(`${prefix}lim:{outage}:bd:${day}`), { spent: '2500', res: '0' }, 'spend once');
     t.match(await admin.hgetall(`${prefix}lim:{outage}:win`), { used: '400', res: '0' }, 'tokens once');
   });
+
+  // Grants (state.grant_ms): a busy key's requests admitted from a share this replica holds.
+  const granted = (ms: number) => {
+    const s = new RedisLimits(redis, prefix, log, ms);
+    t.teardown(() => s.close());
+    return s;
+  };
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const win = async (key: string) => admin.hgetall(`${prefix}lim:{${key}}:win`);
+
+  t.test('grants: after the first requests Redis admits none; the close gives back the unused and settles the used', async (t) => {
+    const s = granted(200);
+    const limits = { rpm: 100_000, tpm: 100_000_000, budget_usd: 100, budget_period: 'day' } as KeyLimits;
+    const est = { tokens: 100, micros: 50 };
+    const first = admitted(await s.admit({ key: 'gr', id: 'g0', limits, estimate: est }));
+    t.notOk(first.grant, 'the first request is admitted by Redis, and takes no grant (one request says nothing of a rate)');
+    await sleep(20);
+    t.equal((await win('gr')).req, '1');
+    const second = admitted(await s.admit({ key: 'gr', id: 'g0b', limits, estimate: est }));
+    t.notOk(second.grant, 'the second too, and it takes a grant');
+    await sleep(20);
+    const w0 = await win('gr');
+    const n = Number(w0.req) - 2;
+    t.ok(n >= 4, `a grant of ${n} requests taken with it`);
+    const before = await evalshaCalls();
+    const local: Reservation[] = [];
+    for (let i = 1; i <= 3; i++) local.push(admitted(await s.admit({ key: 'gr', id: `g${i}`, limits, estimate: est })));
+    t.ok(local.every((r) => r.grant), 'the next three from the grant');
+    t.equal((await evalshaCalls()) - before, 0, 'no Redis call for them');
+    t.equal(await admin.hget(`${prefix}lim:{gr}:win`, 'req'), w0.req, 'Redis counted them in the grant already');
+    await s.settle(first, { tokens: 30, micros: 15 });
+    await s.settle(second, { tokens: 30, micros: 15 });
+    for (const r of local.slice(0, 2)) await s.settle(r, { tokens: 70, micros: 40 });
+    await s.settle(local[0]!, { tokens: 70, micros: 40 }); // twice: counts once
+    // local[2] is still under way when the grant closes: its reservation stays, as the grant's tail.
+    await sleep(450);
+    let w = await win('gr');
+    t.equal(w.req, '5', 'the unused requests given back: 5 admitted');
+    t.equal(w.used, String(60 + 140), 'the settled tokens');
+    t.equal(w.res, '100', 'the request under way still reserves its estimate');
+    let b = await admin.hgetall(`${prefix}lim:{gr}:bd:${day}`);
+    t.match(b, { spent: String(30 + 80), res: '50' }, 'spend settled, the tail held');
+    await s.settle(local[2]!, { tokens: 90, micros: 45 });
+    await sleep(30);
+    w = await win('gr');
+    b = await admin.hgetall(`${prefix}lim:{gr}:bd:${day}`);
+    t.match(w, { req: '5', used: String(60 + 140 + 90), res: '0' }, 'the tail settled');
+    t.match(b, { spent: String(30 + 80 + 45), res: '0' });
+    t.equal(await admin.zcard(`${prefix}lim:{gr}:bdh:${day}`), 0, 'no hold left');
+  });
+
+  t.test('grants: two replicas near the limit never admit more than it, and all of it once the grants end', async (t) => {
+    const a = granted(50);
+    const b = granted(50);
+    const limits = { rpm: 400 } as KeyLimits;
+    let ok = 0;
+    let fromGrants = 0;
+    let i = 0;
+    // Bursts on both, for longer than a grant lives: each burst in one turn of the event loop.
+    for (let round = 0; round < 30 && ok < 400; round++) {
+      const out = await Promise.all(Array.from({ length: 40 }, () => (i++ % 2 ? a : b).admit({ key: 'near', id: `n${i}`, limits, estimate: { tokens: 0, micros: 0 } })));
+      ok += out.filter((o) => o.ok).length;
+      fromGrants += out.filter((o) => o.ok && o.reservation.grant).length;
+      t.ok(ok <= 400, `never over the limit (${ok})`);
+      await sleep(20);
+    }
+    t.equal(ok, 400, 'the whole limit admitted');
+    t.ok(fromGrants > 100, `${fromGrants} of them from grants`);
+    await sleep(120);
+    t.equal((await win('near')).req, '400', 'Redis counts exactly the admitted');
+  });
+
+  t.test('grants: none for a key that sends too few requests to use one', async (t) => {
+    const s = granted(100);
+    const limits = { rpm: 100_000 } as KeyLimits;
+    const out: AdmitResult[] = [];
+    for (let k = 0; k < 4; k++) {
+      out.push(await s.admit({ key: 'slow', id: `w${k}`, limits, estimate: { tokens: 0, micros: 0 } }));
+      await sleep(60);
+    }
+    t.ok(out.every((o) => o.ok && !o.reservation.grant), 'each admitted by Redis');
+    t.equal((await win('slow')).req, '4', 'and nothing reserved beyond them');
+  });
+
+  t.test('grants: a small limit is never shared out (each request is Redis\'s)', async (t) => {
+    const s = granted(1000);
+    const limits = { rpm: 20 } as KeyLimits;
+    const out: AdmitResult[] = [];
+    for (let k = 0; k < 25; k++) out.push(await s.admit({ key: 'small', id: `s${k}`, limits, estimate: { tokens: 0, micros: 0 } }));
+    t.equal(out.filter((o) => o.ok).length, 20);
+    t.ok(out.every((o) => !o.ok || !o.reservation.grant), 'no grant: 20 / 16 is under two requests');
+  });
+
+  t.test('grants: a reload to 0 closes them and Redis admits every request again', async (t) => {
+    const s = granted(5000);
+    const limits = { rpm: 100_000 } as KeyLimits;
+    admitted(await s.admit({ key: 'off', id: 'o0', limits, estimate: { tokens: 0, micros: 0 } }));
+    admitted(await s.admit({ key: 'off', id: 'o0b', limits, estimate: { tokens: 0, micros: 0 } }));
+    await sleep(20);
+    t.ok(admitted(await s.admit({ key: 'off', id: 'o1', limits, estimate: { tokens: 0, micros: 0 } })).grant, 'from a grant');
+    s.configure(0);
+    await sleep(20);
+    t.equal((await win('off')).req, '3', 'the grant closed: what it did not admit given back');
+    t.notOk(admitted(await s.admit({ key: 'off', id: 'o2', limits, estimate: { tokens: 0, micros: 0 } })).grant, 'Redis admits');
+  });
 }

@@ -197,7 +197,7 @@ models:
     await startRedis();
     t.teardown(() => void server?.kill('SIGKILL'));
     const conf = (mode: string) => `
-state: { redis_url: "redis://127.0.0.1:${port}", on_unavailable: ${mode}, timeout_ms: 200, key_prefix: "${prefix}own:" }
+state: { redis_url: "redis://127.0.0.1:${port}", on_unavailable: ${mode}, timeout_ms: 200, grant_ms: 100, key_prefix: "${prefix}own:" }
 keys:
   - { name: own, sha256: ${sha(KEYS.rpm)}, rpm: 1000 }
 providers:
@@ -223,6 +223,8 @@ models:
     server!.kill('SIGKILL');
     await new Promise((r) => server!.once('exit', r));
     await until(() => closed.logs.some((l) => l.msg === 'redis: connection lost; reconnecting'));
+    // What a replica was granted before Redis went away admits for grant_ms at most; then on_unavailable applies.
+    await new Promise((r) => setTimeout(r, 150));
     t.match(await ask(closed), { status: 503, code: 'state_unavailable' }, 'closed: 503 at once');
     t.match(await ask(open), { status: 200, limit: null }, 'open: served, without limits');
     t.ok(open.logs.some((l) => l.msg === 'shared state unavailable: rate limits and budgets cannot be checked' && l.on_unavailable === 'open'), 'open: a warning');

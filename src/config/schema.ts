@@ -108,6 +108,13 @@ const StateSchema = v.strictObject({
   on_unavailable: v.optional(v.picklist(['open', 'closed']), 'open'),
   /** Longest wait for one Redis command before it counts as unavailable. */
   timeout_ms: v.optional(positiveInt, 250),
+  /**
+   * With Redis: how long a replica admits a busy key's requests from a grant
+   * it took from Redis (a share of what the key has left: at most 1/16, about
+   * this long's worth of its traffic) before it settles the grant and gives
+   * back what it did not use. 0: Redis admits every request.
+   */
+  grant_ms: v.optional(v.pipe(nonNegativeInt, v.maxValue(10_000, 'must be at most 10000')), 1000),
   /** Prefix of every Redis key and channel the gateway uses (several gateways on one Redis). */
   key_prefix: v.optional(v.pipe(v.string(), v.regex(/^[\w:.-]{0,64}$/, 'must be letters, digits and : . _ - (at most 64)')), 'mg:'),
 });

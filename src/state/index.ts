@@ -40,7 +40,7 @@ export async function createSharedState(config: GatewayConfig, logger: Logger): 
   const opts = { url: st.redis_url, prefix: st.key_prefix, timeoutMs: st.timeout_ms };
   const redis = connect(opts, log, 'commands');
   const sub = connect({ ...opts }, log, 'subscriber');
-  const limiter = new Limiter(new RedisLimits(redis, st.key_prefix, log), st.on_unavailable, log);
+  const limiter = new Limiter(new RedisLimits(redis, st.key_prefix, log, st.grant_ms), st.on_unavailable, log);
   shareHealth(health, redis, sub, st.key_prefix, log);
   const bus = keyBus(redis, sub, st.key_prefix, log);
   await Promise.race([Promise.all([ready(redis), ready(sub)]), new Promise((r) => setTimeout(r, st.timeout_ms * 4).unref())]);
@@ -65,6 +65,6 @@ function ready(r: Redis): Promise<void> {
 }
 
 function configure(config: GatewayConfig, limiter: Limiter, health: Health): void {
-  limiter.configure(config.state.on_unavailable);
+  limiter.configure(config.state.on_unavailable, config.state.grant_ms);
   health.configure(config.routing.failure_threshold, config.routing.cooldown_ms);
 }

@@ -32,8 +32,9 @@ export class Limiter {
     private logger: Logger,
   ) {}
 
-  configure(onUnavailable: 'open' | 'closed'): void {
+  configure(onUnavailable: 'open' | 'closed', grantMs: number): void {
     this.onUnavailable = onUnavailable;
+    this.store.configure?.(grantMs);
   }
 
   /**
