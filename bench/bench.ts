@@ -75,6 +75,12 @@ export interface BenchOptions {
   warmupS: number;
   /** The least warm-up each target process gets, in seconds of load over its rows (warmupS per turn). */
   processWarmupS: number;
+  /**
+   * Then each target process is warmed until its CPU per request is steady:
+   * `sliceS` runs of its first row until the last `window` are within
+   * `tolerance` of each other (max / min - 1), or `maxS` seconds more.
+   */
+  steady: { sliceS: number; window: number; tolerance: number; maxS: number } | null;
   connections: number;
   /** Text deltas per answer (the response size). */
   tokens: number;
@@ -203,6 +209,7 @@ export const FULL: BenchOptions = {
   pairS: 1,
   warmupS: 1,
   processWarmupS: 6,
+  steady: { sliceS: 1, window: 3, tolerance: 0.08, maxS: 30 },
   connections: 32,
   tokens: 16,
   streams: { count: 2000, events: 200, paceMs: 100, rampMs: 4000 },
@@ -234,6 +241,7 @@ export const QUICK: BenchOptions = {
   pairS: 0.5,
   warmupS: 0.3,
   processWarmupS: 1.2,
+  steady: { sliceS: 0.5, window: 3, tolerance: 0.1, maxS: 3 },
   obsPairs: { reps: 3, seconds: 0.4, warmupS: 1.5 },
   startupSamples: 1,
   streams: { count: 2000, events: 40, paceMs: 100, rampMs: 2000 },
@@ -947,6 +955,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     const c32Rows = live.filter((r) => r.c32);
     const c1Rows = live.filter((r) => r.c1);
 
+    const steadyWarmup: NonNullable<BenchReport['steady_warmup']> = {};
     if (o.warmupS > 0) {
       log(o, `warm-up (${o.warmupS} s per row)…`);
       // A multi-worker target splits its warm-up between its workers: it gets one warm-up per worker.
@@ -963,6 +972,29 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       for (const [group, had] of warmed) {
         const mine = c32Rows.filter((r) => r.group === group);
         for (let t = had, i = 0; t < o.processWarmupS; t += o.warmupS, i++) await warmUp(mine[i % mine.length]!);
+      }
+      // Then until each process's CPU per request is steady. A fresh Node process goes on getting
+      // cheaper for 10-15 s of load (V8 still optimising), and by different amounts: after the same 6 s,
+      // a limits gateway at 419 µs a request against the main gateway's 187 measured V8's progress,
+      // not limits (warm, the two were 149 and 135). What a long-running gateway costs is the steady value.
+      if (o.steady) {
+        for (const group of warmed.keys()) {
+          const row = c32Rows.find((r) => r.group === group)!;
+          const pids = groups.get(group)?.() ?? [];
+          const us: number[] = [];
+          let spent = 0;
+          const { sliceS, window, tolerance, maxS } = o.steady;
+          while (spent < maxS) {
+            const c0 = cpuSeconds(pids);
+            const r = await throughput(row.spec!, row.connections ?? o.connections, sliceS * (row.target === 'gateway-2w' ? 2 : 1));
+            spent += sliceS;
+            if (r.ok > 0) us.push(Math.round(((cpuSeconds(pids) - c0) * 1e6) / r.ok));
+            const last = us.slice(-window);
+            if (last.length === window && Math.max(...last) / Math.min(...last) - 1 <= tolerance) break;
+          }
+          steadyWarmup[group] = { extra_s: spent, us_per_req: us };
+          log(o, `${group}: steady after ${spent} s more (${us.join(', ')} µs a request)`);
+        }
       }
     }
     // The observability gateways go on warming up, together, in turns: their
@@ -1318,10 +1350,12 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         log: o.log === 'null' ? 'info, to /dev/null' : 'info, one JSON line per request to a file',
         transport: mainTransport,
         workers_row: o.workers2,
+        ...(o.steady ? { steady: o.steady } : {}),
         ...(rows.some((r) => r.id.endsWith('-heavy'))
           ? { heavy: { messages: o.heavy.messages, words: o.heavy.words, bytes: Buffer.byteLength(rows.find((r) => r.id.endsWith('-heavy') && r.spec)?.spec?.body ?? '') } }
           : {}),
       },
+      ...(Object.keys(steadyWarmup).length ? { steady_warmup: steadyWarmup } : {}),
       gateway: {
         startup_ms: median(startupSamples),
         startup_samples_ms: startupSamples.map((x) => Math.round(x)),
@@ -1513,6 +1547,10 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--no-observability') o.observability = false;
     else if (a === '--no-high-water') o.highWater = null;
     else if (a === '--no-limits') o.limits = false;
+    else if (a === '--steady-max') {
+      const max = Number(next());
+      o.steady = max > 0 ? { ...FULL.steady!, maxS: max } : null;
+    }
     else if (a === '--heavy-messages') o.heavy = { ...(o.heavy ?? FULL.heavy), messages: Number(next()) };
     else if (a === '--heavy-words') o.heavy = { ...(o.heavy ?? FULL.heavy), words: Number(next()) };
     else if (a === '--only') o.only = next().split(',');
@@ -1526,10 +1564,11 @@ function parseArgs(argv: string[]): Partial<BenchOptions> {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'npm run bench -- [--quick] [--rounds N] [--duration S] [--serial S] [--connections N] [--tokens N]\n' +
-          '  [--streams N|0] [--events N] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--no-high-water] [--no-limits] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
+          '  [--streams N|0] [--events N] [--pace MS] [--ramp MS] [--no-portkey] [--no-workers] [--no-observability] [--no-high-water] [--no-limits] [--steady-max S] [--only id,id] [--transport proxy|http] [--profile] [--log-null] [--out DIR|-]\n' +
           `  [--heavy-messages N] [--heavy-words N]   the heavy request's conversation (default ${FULL.heavy.messages} messages, ${FULL.heavy.words} words per text)\n` +
           '  --no-workers: no 2-worker gateway (rows gw2-openai, gw2-heavy); --only gw-heavy,gw2-heavy: just the workers comparison\n' +
           '  --no-limits: no gateway with a limited key in Redis (row gwlim-openai; BENCH_REDIS_URL, default redis://127.0.0.1:6379)\n' +
+          '  --steady-max S: warm each target process until its CPU per request is steady, for at most S more seconds (default 30; 0: no such warm-up)\n' +
           `  [--bodies 30k,120k,400k | --no-bodies] [--settle S]   the agent conversations' sizes (default ${FULL.bodySizes.map(agentKb).join(',')}), and the wait before\n` +
           `    their gateway's RSS is read again (default ${FULL.bodiesSettleS} s); --only plain-agent-30k,gw-agent-30k: one pair\n` +
           '  --profile: the gateway runs under node --cpu-prof; prints its top functions by self time and writes a flame graph,\n' +

@@ -86,9 +86,13 @@ export interface BenchReport {
     log: string;
     transport: string;
     workers_row: boolean;
+    /** The steady-state warm-up (BenchOptions.steady). */
+    steady?: { sliceS: number; window: number; tolerance: number; maxS: number };
     /** The heavy request (bench/heavy.ts): chat messages, words per text, body size in bytes. */
     heavy?: { messages: number; words: number; bytes: number };
   };
+  /** Each target process's warm-up past the fixed one, until its CPU per request was steady: seconds, and µs a request per slice. */
+  steady_warmup?: Record<string, { extra_s: number; us_per_req: number[] }>;
   gateway: { startup_ms: number; startup_samples_ms: number[]; idle_rss_mb: number; peak_rss_mb: number; log_lines?: number; log_bytes_per_line?: number };
   rows: RowResult[];
   streams?: {
