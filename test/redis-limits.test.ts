@@ -242,4 +242,15 @@ async function run() {
     t.equal((await win('off')).req, '3', 'the grant closed: what it did not admit given back');
     t.notOk(admitted(await s.admit({ key: 'off', id: 'o2', limits, estimate: { tokens: 0, micros: 0 } })).grant, 'Redis admits');
   });
+
+  t.test('grants: one Redis makes while they are turned off is given back at once', async (t) => {
+    const s = granted(5000);
+    const limits = { rpm: 100_000 } as KeyLimits;
+    admitted(await s.admit({ key: 'late', id: 'l0', limits, estimate: { tokens: 0, micros: 0 } }));
+    const asking = s.admit({ key: 'late', id: 'l1', limits, estimate: { tokens: 0, micros: 0 } }); // takes a grant
+    s.configure(0); // before Redis answers
+    admitted(await asking);
+    await sleep(30);
+    t.equal((await win('late')).req, '2', 'nothing held beyond the two requests');
+  });
 }

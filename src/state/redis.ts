@@ -406,6 +406,7 @@ export class RedisLimits implements LimitStore {
   private readonly replica = `${process.pid.toString(36)}${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
   /** Reservations from grants already settled: a second settlement counts nothing. */
   private settledLocal = new WeakSet<Reservation>();
+  private closing = false;
   constructor(
     redis: Redis,
     private prefix: string,
@@ -564,6 +565,8 @@ export class RedisLimits implements LimitStore {
       closed: false,
     };
     gk.current = g;
+    // Grants were turned off (a reload to 0, or the store closing) while Redis made this one: given back at once.
+    if (this.grantMs <= 0 || this.closing) this.closeGrant(gk, g);
   }
 
   /** No more admissions from it: its close goes to Redis at the end of this turn. */
@@ -734,6 +737,7 @@ export class RedisLimits implements LimitStore {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     clearInterval(this.retry);
     if (this.sweeper) clearInterval(this.sweeper);
     // What grants hold goes back (their requests under way keep their reservations).
