@@ -84,7 +84,7 @@ export interface MetricsSources {
   inflight(): number;
   usage?: UsageRecorder;
   /** Key limits (src/state/limiter.ts): refusals by limit, and admissions the shared state could not answer. */
-  limits?: { rejected: Record<string, number>; unavailable: number };
+  limits?: { rejected: Record<string, number>; unavailable: number; admitted: { store: number; grant: number } };
 }
 
 export interface GatewayMetrics {
@@ -210,6 +210,17 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       collect() {
         this.reset();
         for (const [limit, n] of Object.entries(l.rejected)) this.inc({ limit }, n);
+      },
+    });
+    new Counter({
+      name: 'gateway_key_limit_admissions_total',
+      help: "Limited keys' requests admitted, by what decided: the store (Redis, or this process's memory) or a grant this replica held (docs/keys.md#grants).",
+      labelNames: ['by'],
+      registers,
+      collect() {
+        this.reset();
+        this.inc({ by: 'store' }, l.admitted.store);
+        this.inc({ by: 'grant' }, l.admitted.grant);
       },
     });
     new Counter({

@@ -48,7 +48,7 @@ async function run() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-shared-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const ADMIN = 'gw-shared-admin-key-01';
-  const KEYS = { rpm: 'gw-shared-rpm-01', budget: 'gw-shared-budget', cool: 'gw-shared-cool-1' };
+  const KEYS = { rpm: 'gw-shared-rpm-01', budget: 'gw-shared-budget', cool: 'gw-shared-cool-1', busy: 'gw-shared-busy-01' };
   const yaml = `
 server: { workers: 1, log_level: info }
 storage: { usage: { enabled: false, db: "${dir}/gateway.sqlite" } }
@@ -62,6 +62,7 @@ keys:
   - { name: rpm, sha256: ${sha(KEYS.rpm)}, rpm: 10 }
   - { name: budget, sha256: ${sha(KEYS.budget)}, budget_usd: 0.01, budget_period: day }
   - { name: cool, sha256: ${sha(KEYS.cool)} }
+  - { name: busy, sha256: ${sha(KEYS.busy)}, rpm: 100000, tpm: 100000000, budget_usd: 100, budget_period: day }
 providers:
   - { name: openai, family: openai, base_url: ${oai.url}/v1, api_key: ${OPENAI_KEY}, retries: 0, timeout_ms: 3000 }
   - { name: google, family: google, base_url: ${gem.url}, api_key: ${GEMINI_KEY}, retries: 0, timeout_ms: 3000 }
@@ -126,6 +127,40 @@ models:
     const counted = Number(await admin.hget(bd, 'spent')) / 1e6;
     t.ok(Math.abs(counted - spent) <= served.length * 1e-6, `Redis counted $${counted}`);
     t.equal(Number(await admin.hget(bd, 'res')), 0, 'no reservation left');
+  });
+
+  t.test('a busy key is admitted from grants on both replicas, and Redis ends with the exact counts', async (t) => {
+    const metric = async (g: { url: string }) => {
+      const text = await (await fetch(`${g.url}/metrics`)).text();
+      return Number(/^gateway_key_limit_admissions_total\{by="grant"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const before = (await metric(a)) + (await metric(b));
+    const content = 'y'.repeat(200);
+    let tokens = 0;
+    let cost = 0;
+    let served = 0;
+    const worker = async (g: { baseURL: string }) => {
+      for (let i = 0; i < 60; i++) {
+        const { data, response } = await on(g, KEYS.busy)
+          .chat.completions.create({ model: 'x/priced', messages: [{ role: 'user', content }], max_tokens: 50 })
+          .withResponse();
+        t.equal(response.headers.get('x-ratelimit-limit-requests'), '100000');
+        tokens += data.usage!.prompt_tokens + data.usage!.completion_tokens;
+        cost += Math.ceil(((data.usage!.prompt_tokens * 2 + data.usage!.completion_tokens * 8) / 1e6) * 1e6 - 1e-6);
+        served++;
+      }
+    };
+    await Promise.all([a, b, a, b, a, b].map(worker));
+    t.equal(served, 360, 'every request served');
+    const fromGrants = (await metric(a)) + (await metric(b)) - before;
+    t.ok(fromGrants > 180, `${fromGrants} of 360 admitted from grants`);
+    // Once the grants close (a second after their last use), Redis holds the exact counts.
+    const day = new Date().toISOString().slice(0, 10);
+    const win = `${prefix}lim:{busy}:win`;
+    const bd = `${prefix}lim:{busy}:bd:${day}`;
+    await untilAsync(async () => (await admin.hget(win, 'req')) === '360' && Number(await admin.hget(bd, 'res')) === 0, 5000);
+    t.match(await admin.hgetall(win), { req: '360', used: String(tokens), res: '0' }, 'requests and tokens');
+    t.equal(Number(await admin.hget(bd, 'spent')), cost, 'spend, to the micro-dollar');
   });
 
   t.test('a cool-down opened by one replica is honoured by the other', async (t) => {

@@ -25,6 +25,8 @@ export class Limiter {
   unavailable = 0;
   /** Requests refused by a key's limit, by the limit. */
   rejected: Record<Rejection, number> = { requests: 0, tokens: 0, parallel: 0, budget: 0 };
+  /** Requests admitted by the store (Redis, or this process's memory) and by this replica from a grant (docs/keys.md#grants). */
+  admitted: { store: number; grant: number } = { store: 0, grant: 0 };
   private warnedAt = 0;
   constructor(
     readonly store: LimitStore,
@@ -62,6 +64,8 @@ export class Limiter {
       this.rejected[r.reason]++;
       throw rejection(key, limits, r);
     }
+    if (r.reservation.grant) this.admitted.grant++;
+    else this.admitted.store++;
     return { reservation: r.reservation, headers: rateHeaders(limits, r.view) };
   }
 
