@@ -1,0 +1,50 @@
+// The benchmark's warm-up to a steady state (BenchOptions.steady): every
+// target process gets runs of its first row until its CPU per request is
+// steady, and the results list them. A tiny run (a tolerance nothing misses),
+// so that it cannot rot; no timing assertion.
+import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runBenchmark } from '../bench/bench.js';
+
+t.test('each target process is warmed until steady, and the runs are in the results', async (t) => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-steady-test-'));
+  t.teardown(() => fs.rmSync(out, { recursive: true, force: true }));
+  const rep = await runBenchmark({
+    quick: true,
+    rounds: 1,
+    throughputS: 0.3,
+    serialS: 0.2,
+    pairS: 0.2,
+    warmupS: 0.1,
+    processWarmupS: 0.1,
+    steady: { sliceS: 0.2, window: 2, tolerance: 100, maxS: 1 },
+    connections: 4,
+    tokens: 4,
+    portkey: false,
+    plain: true,
+    workers2: false,
+    altTransport: false,
+    observability: false,
+    limits: false,
+    startupSamples: 1,
+    streams: null,
+    streamsTunedFlags: null,
+    highWater: null,
+    bodySizes: [],
+    only: ['plain-chat', 'gw-openai'],
+    outDir: out,
+    print: false,
+  });
+  const w = rep.steady_warmup ?? {};
+  t.same(Object.keys(w).sort(), ['gateway', 'plain'], 'the gateway and the plain proxy');
+  for (const [group, s] of Object.entries(w)) {
+    t.equal(s.us_per_req.length, 2, `${group}: two runs, then steady`);
+    t.ok(s.us_per_req.every((us) => us > 0), `${group}: CPU per request measured`);
+    t.equal(s.extra_s, 0.4);
+  }
+  const json = JSON.parse(fs.readFileSync(path.join(out, 'latest.json'), 'utf8'));
+  t.same(json.steady_warmup, w, 'latest.json lists them');
+  t.same(json.settings.steady, { sliceS: 0.2, window: 2, tolerance: 100, maxS: 1 });
+});
