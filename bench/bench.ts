@@ -72,6 +72,12 @@ export interface BenchOptions {
   serialS: number;
   /** Seconds per measurement of the paired ratios (each round). */
   pairS: number;
+  /**
+   * An unmeasured run of this long right before each paired run of a ratio's
+   * numerator, and of its denominator at the start of its chain (the
+   * observability pairs: one of their own length).
+   */
+  pairWarmS: number;
   warmupS: number;
   /** The least warm-up each target process gets, in seconds of load over its rows (warmupS per turn). */
   processWarmupS: number;
@@ -207,6 +213,7 @@ export const FULL: BenchOptions = {
   throughputS: 3,
   serialS: 1.5,
   pairS: 1,
+  pairWarmS: 1,
   warmupS: 1,
   processWarmupS: 6,
   steady: { sliceS: 1, window: 3, tolerance: 0.08, maxS: 30 },
@@ -239,6 +246,7 @@ export const QUICK: BenchOptions = {
   throughputS: 1.2,
   serialS: 0.5,
   pairS: 0.5,
+  pairWarmS: 0.3,
   warmupS: 0.3,
   processWarmupS: 1.2,
   steady: { sliceS: 0.5, window: 3, tolerance: 0.1, maxS: 3 },
@@ -1103,8 +1111,16 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         const obs = OBS_ROWS.includes(c.den);
         const secs = obs ? o.obsPairs.seconds : undefined;
         const order = Array.from({ length: obs ? o.obsPairs.reps : 1 }, (_, k) => (k % 2 ? [...c.nums].reverse() : c.nums)).flat();
+        // Each side is run, unmeasured, right before it is measured: a process that served nothing
+        // while the other rows ran costs more in its first second of load (caches, connections,
+        // code), and the rows the main gateway serves between pairs keep it warm where a
+        // separate gateway (limits, observability) sat idle: the pair then measured that, not
+        // what the numerator's feature costs. The first second after idle is reported separately.
+        const warm = secs ?? o.pairWarmS;
+        if (warm > 0) await pairRun(c.den, warm);
         let before = await pairRun(c.den, secs);
         for (const n of order) {
+          if (warm > 0) await pairRun(n.num, warm);
           const a = await pairRun(n.num, secs);
           const after = await pairRun(c.den, secs);
           if (!n.cpu) notePair(n.key, a, before, after);

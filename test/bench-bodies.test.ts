@@ -26,6 +26,7 @@ t.test('one tiny run of the agent rows: probed, CPU ratios paired and judged, me
     throughputS: 1,
     serialS: 0.2,
     pairS: 0.2,
+    pairWarmS: 0,
     warmupS: 0,
     connections: 4,
     tokens: 4,

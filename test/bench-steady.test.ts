@@ -17,6 +17,7 @@ t.test('each target process is warmed until steady, and the runs are in the resu
     throughputS: 0.3,
     serialS: 0.2,
     pairS: 0.2,
+    pairWarmS: 0.1,
     warmupS: 0.1,
     processWarmupS: 0.1,
     steady: { sliceS: 0.2, window: 2, tolerance: 100, maxS: 1 },

@@ -25,6 +25,7 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     throughputS: 0.5,
     serialS: 0.2,
     pairS: 0.2,
+    pairWarmS: 0,
     warmupS: 0,
     obsPairs: { reps: 2, seconds: 0.2, warmupS: 0.2 },
     connections: 4,
