@@ -42,7 +42,7 @@ import type { ProviderConfig } from '../config/schema.js';
 //   grant:  g rpm tpm 0 budget-micro-USD tokens-per-request micros-per-request budget-index requests id
 //   close:  c window-start tokens actual-tokens micros actual-micros budget-index marker-index unused-requests tail-tokens tail-micros id
 // A grant reserves, like an admission, for up to `requests` requests of the
-// given size at once, but at most 1/GRANT_SHARE of what the window (and the
+// given size at once, but at most 1/SHARE of what the window (and the
 // budget) has left, and nothing when that is under two requests. Closing it
 // settles what its requests used, gives back the requests it did not admit,
 // and (counted once, as a settlement) turns what its requests still under way
@@ -80,10 +80,47 @@ local function budget(i)
   budgets[i] = b
   return b
 end
+-- A budget hold: usd micro-dollars reserved under member until the lease ends.
+local function hold(b, bi, member, usd)
+  -- Nothing reserved: the holds zset is empty (gone), so this hold creates it, and it needs its expiry.
+  if b.res <= 0 then b.newholds = true end
+  b.res = b.res + usd
+  b.dirty = true
+  redis.call('ZADD', KEYS[bi + 1], now + lease, member .. ':' .. usd)
+end
+-- A settlement (fields as of 's'): applied only the first time; returns whether it was, and the budget.
+local function settle(f1, f2, f3, f4, f5, f6, f7, f8, id)
+  local bi, mi = tonumber(f6), tonumber(f7)
+  local first, b
+  if bi > 0 then
+    b = budget(bi)
+    if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. f4) == 1 then
+      b.res = b.res - tonumber(f4)
+      first = true
+    else
+      first = redis.call('ZREM', KEYS[bi + 2], id) == 1
+    end
+    if mi < 0 then redis.call('ZREM', KEYS[2], id) end
+  elseif mi < 0 then
+    first = redis.call('ZREM', KEYS[2], id) == 1
+  else
+    first = redis.call('SET', KEYS[mi], '1', 'NX', 'PX', mttl) ~= false
+  end
+  if first then
+    if start == tonumber(f1) then
+      req, res, used, wdirty = req - tonumber(f8), res - tonumber(f2), used + tonumber(f3), true
+    end
+    if b then
+      b.spent = b.spent + tonumber(f5)
+      b.dirty = true
+    end
+  end
+  return first, b
+end
 local out = {}
 local SHARE = 16
 for a = 5, #ARGV do
-  local kind, f1, f2, f3, f4, f5, f6, f7, f8, id, f9, f10, f11
+  local kind, f1, f2, f3, f4, f5, f6, f7, f8, id, f9, f10
   if string.sub(ARGV[a], 1, 1) == 'c' then
     kind, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, id = string.match(ARGV[a], '^(%a) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (.*)$')
   else
@@ -106,10 +143,7 @@ for a = 5, #ARGV do
       tok, usd = n * tpr, 0
       if b then
         usd = n * upr
-        if b.res <= 0 then b.newholds = true end
-        b.res = b.res + usd
-        b.dirty = true
-        redis.call('ZADD', KEYS[bi + 1], now + lease, id .. ':' .. usd)
+        hold(b, bi, id, usd)
       end
       req, res, wdirty = req + n, res + tok, true
       out[#out + 1] = 1
@@ -125,33 +159,11 @@ for a = 5, #ARGV do
     out[#out + 1] = usd
     out[#out + 1] = n
   elseif kind == 'c' then
-    local ws, tok, atok, usd, ausd = tonumber(f1), tonumber(f2), tonumber(f3), tonumber(f4), tonumber(f5)
-    local bi, mi, back, ttok, tusd = tonumber(f6), tonumber(f7), tonumber(f8), tonumber(f9), tonumber(f10)
-    local first, b
-    if bi > 0 then
-      b = budget(bi)
-      if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. f4) == 1 then
-        b.res = b.res - usd
-        first = true
-      else
-        first = redis.call('ZREM', KEYS[bi + 2], id) == 1
-      end
-    else
-      first = redis.call('SET', KEYS[mi], '1', 'NX', 'PX', mttl) ~= false
-    end
+    -- The grant's settlement, then (the first time) its requests under way's reservation, <id>.t.
+    local first, b = settle(f1, f2, f3, f4, f5, f6, f7, f8, id)
     if first then
-      if start == ws then
-        req, res, used, wdirty = req - back, res - tok + ttok, used + atok, true
-      end
-      if b then
-        b.spent = b.spent + ausd
-        if tusd > 0 then
-          b.res = b.res + tusd
-          b.newholds = true
-          redis.call('ZADD', KEYS[bi + 1], now + lease, id .. '.t:' .. tusd)
-        end
-        b.dirty = true
-      end
+      if start == tonumber(f1) then res = res + tonumber(f9) end
+      if b and tonumber(f10) > 0 then hold(b, tonumber(f6), id .. '.t', tonumber(f10)) end
     end
   elseif kind == 'a' then
     local rpm, tpm, maxpar, limit = tonumber(f1), tonumber(f2), tonumber(f3), tonumber(f4)
@@ -177,11 +189,7 @@ for a = 5, #ARGV do
     end
     if code == 1 then
       if b then
-        -- Nothing reserved: the holds zset is empty (gone), so this hold creates it, and it needs its expiry.
-        if b.res <= 0 then b.newholds = true end
-        b.res = b.res + usd
-        b.dirty = true
-        redis.call('ZADD', KEYS[bi + 1], now + lease, id .. ':' .. usd)
+        hold(b, bi, id, usd)
       else
         usd = 0
       end
@@ -202,31 +210,7 @@ for a = 5, #ARGV do
     out[#out + 1] = tok
     out[#out + 1] = usd
   else
-    local bi, mi = tonumber(f6), tonumber(f7)
-    local first, b
-    if bi > 0 then
-      b = budget(bi)
-      if redis.call('ZREM', KEYS[bi + 1], id .. ':' .. f4) == 1 then
-        b.res = b.res - tonumber(f4)
-        first = true
-      else
-        first = redis.call('ZREM', KEYS[bi + 2], id) == 1
-      end
-      if mi < 0 then redis.call('ZREM', KEYS[2], id) end
-    elseif mi < 0 then
-      first = redis.call('ZREM', KEYS[2], id) == 1
-    else
-      first = redis.call('SET', KEYS[mi], '1', 'NX', 'PX', mttl) ~= false
-    end
-    if first then
-      if start == tonumber(f1) then
-        req, res, used, wdirty = req - tonumber(f8), res - tonumber(f2), used + tonumber(f3), true
-      end
-      if b then
-        b.spent = b.spent + tonumber(f5)
-        b.dirty = true
-      end
-    end
+    settle(f1, f2, f3, f4, f5, f6, f7, f8, id)
   end
 end
 if wdirty then
