@@ -55,8 +55,13 @@ COPY dashboard ./dashboard
 # GATEWAY_CONFIG at it. Storage paths default to the data directory below
 # (the shipped file reads GATEWAY_RESPONSES_DB and GATEWAY_USAGE_DB).
 COPY gateway.yaml /etc/model-gateway/gateway.yaml
-RUN mkdir -p /var/lib/model-gateway && chown node:node /var/lib/model-gateway
-ENV GATEWAY_CONFIG=/etc/model-gateway/gateway.yaml \
+# NODE_COMPILE_CACHE: where `start` keeps V8's compiled code of its modules, so
+# that a restart loads it instead of compiling them again (about 50 ms of a
+# 280 ms start; docs/performance.md, "Start-up"). Written by the first start,
+# as the unprivileged user.
+RUN mkdir -p /var/lib/model-gateway /var/cache/model-gateway && chown node:node /var/lib/model-gateway /var/cache/model-gateway
+ENV NODE_COMPILE_CACHE=/var/cache/model-gateway \
+    GATEWAY_CONFIG=/etc/model-gateway/gateway.yaml \
     GATEWAY_RESPONSES_DB=/var/lib/model-gateway/responses.sqlite \
     GATEWAY_USAGE_DB=/var/lib/model-gateway/usage.sqlite \
     PORT=8080

@@ -8,6 +8,7 @@ import { pathToFileURL } from 'node:url';
 // process it replaces has loaded as little as possible.
 import type { GatewayConfig, FamilyDefaults } from './config/load.js';
 import { applyStartFlags, holdStartupV8Flags } from './node-flags.js';
+import { enableCompileCache } from './compile-cache.js';
 import type { EndpointSpec } from './server.js';
 import type { BuiltinRegistry } from './pipeline.js';
 
@@ -85,6 +86,8 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 async function start(file: string): Promise<void> {
+  // Before the rest of the gateway is loaded: its modules' compiled code from the last start (src/compile-cache.ts).
+  enableCompileCache();
   // Until the gateway is ready (runServer releases them); the flags of the
   // command line and NODE_OPTIONS win now, server.node_flags once read.
   holdStartupV8Flags([]);

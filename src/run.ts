@@ -27,6 +27,7 @@ import { createGateway, type EndpointSpec, type Gateway } from './server.js';
 import { createLogger } from './log.js';
 import { reloadGateway, watchConfigFile } from './reload.js';
 import { serveClusterMetrics } from './metrics.js';
+import { flushCompileCache } from './compile-cache.js';
 import { defaultFlagsToSet, LACKING_FLAGS, releaseStartupV8Flags, RUNTIME_V8_FLAGS, workerExecArgv } from './node-flags.js';
 
 /** Set RUNTIME_V8_FLAGS (those the operator left alone) on this process; returns the flags set. */
@@ -66,6 +67,8 @@ export async function runServer(config: GatewayConfig, registry: BuiltinRegistry
   gw.logger.flush();
   releaseStartupV8Flags();
   if (cluster.isWorker) process.send?.({ gatewayReady: true });
+  // What the start compiled, on disk for the next start (nothing to write when it came from there).
+  flushCompileCache();
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {

@@ -135,6 +135,13 @@ t.test('the Helm chart renders into the objects a deployment needs', { skip: hav
   t.equal(env.PORT, '8080');
   t.same(c.volumeMounts.find((m: any) => m.name === 'config'), { name: 'config', mountPath: '/etc/model-gateway', readOnly: true }, 'a directory mount (not subPath): ConfigMap updates reach the file');
   t.same(pod.volumes.find((v: any) => v.name === 'config').configMap.name, byKind.ConfigMap.metadata.name);
+  // A read-only root: the image's compile cache (NODE_COMPILE_CACHE in the Dockerfile) is a volume of its own,
+  // which outlives a container's restart in the pod.
+  const cacheDir = /NODE_COMPILE_CACHE=(\S+)/.exec(fs.readFileSync(path.join(repo, 'Dockerfile'), 'utf8'))?.[1];
+  t.ok(cacheDir, 'the image names its compile cache');
+  const cacheMount = c.volumeMounts.find((m: any) => m.mountPath === cacheDir);
+  t.ok(cacheMount && !cacheMount.readOnly, `${cacheDir} is mounted writable`);
+  t.same(pod.volumes.find((v: any) => v.name === cacheMount?.name)?.emptyDir, {}, 'on an emptyDir');
   t.same(c.lifecycle.preStop.exec.command, ['sleep', '5']);
 
   // Drain: the grace period covers preStop + the config's shutdown deadline + the exit.

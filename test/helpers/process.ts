@@ -19,6 +19,8 @@ export interface GatewayProcess {
   baseURL: string;
   /** Everything the process wrote to stdout so far, one JSON object per line. */
   lines(): Record<string, any>[];
+  /** Everything it wrote to stderr so far. */
+  stderr(): string;
   /** The config file it was started with, in a temporary folder removed at teardown. */
   file: string;
   stop(): void;
@@ -65,7 +67,7 @@ export async function startGatewayProcess(
   if (exited) throw new Error(`the gateway exited: ${out}${err}`);
   const port = lines().find((l) => l.msg === 'model-gateway ready')!.port as number;
   const url = `http://127.0.0.1:${port}`;
-  return { child, port, url, baseURL: `${url}/v1`, lines, file, stop };
+  return { child, port, url, baseURL: `${url}/v1`, lines, stderr: () => err, file, stop };
 }
 
 /** Whether a Redis server answers PING at `url` (within about a second). */
