@@ -1490,7 +1490,7 @@ function checkTargets(
     const alike = byId.get('gwship-openai');
     const none = (ratios['limits with Redis / none'] ?? null) !== null ? 'limits with Redis / none' : 'limits with Redis / main gateway';
     rat('limits in Redis (rpm, tpm, budget) req/s vs no limits', none, 0.9);
-    const base = alike?.c1 ? alike.c1 : pass;
+    const base = alike?.c1 ?? pass;
     const c1 = limited.c1 && base ? limited.c1.p50_ms - base.p50_ms : undefined;
     lim('limits in Redis added latency p50 (c=1) vs no limits', c1, 0.3);
   }

@@ -20,15 +20,13 @@ import { fileURLToPath } from 'node:url';
 /** The package's own cache directory (dist/src/compile-cache.js → the package root). */
 export const PACKAGE_COMPILE_CACHE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..', 'node_modules', '.cache', 'model-gateway');
 
-/** Turn the cache on for the modules loaded from now on; returns its directory, or undefined when it is off or could not be used. */
-export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  if (typeof module.enableCompileCache !== 'function' || env.NODE_DISABLE_COMPILE_CACHE) return undefined;
-  const r = module.enableCompileCache(env.NODE_COMPILE_CACHE || PACKAGE_COMPILE_CACHE);
-  const { ENABLED, ALREADY_ENABLED } = module.constants.compileCacheStatus;
-  return r.status === ENABLED || r.status === ALREADY_ENABLED ? r.directory : undefined;
+/** Turn the cache on for the modules loaded from now on (a directory it cannot use leaves it off). */
+export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): void {
+  if (env.NODE_DISABLE_COMPILE_CACHE) return;
+  module.enableCompileCache(env.NODE_COMPILE_CACHE || PACKAGE_COMPILE_CACHE);
 }
 
 /** Write what was compiled so far (a start's modules), so that the next start finds it even if this process is killed. */
 export function flushCompileCache(): void {
-  module.flushCompileCache?.();
+  module.flushCompileCache();
 }
