@@ -4,6 +4,7 @@
 // error, first-byte timeout, 5xx, 429 (after retries), 401/403 from the
 // provider, or an unparseable body; a 400 is the caller's fault and returns at
 // once. At most `routing.max_attempts` (≤ 3) upstream calls in all.
+import { followRequest } from './abort.js';
 import type { RequestContext, RouteSlot, AttemptInfo, ProviderPlugin, Target, ReplicaStore } from './plugin.js';
 import type { DeploymentConfig, ProviderConfig } from './config/schema.js';
 import type { RoutingAttempt } from './types.js';
@@ -272,10 +273,9 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
       const started = performance.now();
       const ac = new AbortController();
       // The request's abort reason (the client left; the shutdown deadline) reaches the upstream call and its stream.
-      const onClientAbort = () => ac.abort(ctx.signal.reason);
+      const unfollow = followRequest(ctx.signal, ac);
       // debug.normalizations describes what was sent to the target that answered.
       ctx.debug.normalizations = [];
-      ctx.signal.addEventListener('abort', onClientAbort, { once: true });
       meter.reset();
       rec.attempts = attemptsMade;
       // Its span (tracing on): the upstream sees it as the parent when the operator allows propagation.
@@ -299,7 +299,7 @@ export async function runTargets<R>(ctx: RequestContext, core: CoreServices, can
         // The attempt's controller stays tied to the client for the life of the stream.
         return { target, deployment, provider, index: info.index, value };
       } catch (err) {
-        ctx.signal.removeEventListener('abort', onClientAbort);
+        unfollow();
         ac.abort();
         if (ctx.signal.aborted) throw abortedBy(ctx.signal);
         const f = describeFailure(err);

@@ -264,8 +264,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       const { config, pipeline, core } = kctx.state.gen as Generation;
       // Aborted by the core's close listener when the client leaves first.
       const ac = new AbortController();
-      kctx.state.abort = ac;
-      drain.aborts.add(ac);
+      kctx.state.abort = drain.aborts.add(ac);
       if (spec.errorBody) kctx.state.errorBody = spec.errorBody;
       const ctx: RequestContext = {
         id: kctx.state.requestId,

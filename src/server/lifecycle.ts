@@ -12,7 +12,7 @@ import type { RequestContext } from '../plugin.js';
 import { errors, envelope, toGatewayError, clip, type GatewayError } from '../errors.js';
 import type { Admitted } from '../state/limiter.js';
 import type { Generations } from './generations.js';
-import type { Drain } from './drain.js';
+import type { Drain, AbortEntry } from './drain.js';
 import type { RecordFinisher } from './records.js';
 
 const ID_RE = /^[\w.:-]{1,128}$/;
@@ -106,8 +106,8 @@ export interface Lifecycle {
 /**
  * The lifecycle. What it leaves in `x.state` for the handlers:
  * `requestId`, `path`, `started`, `log` (the access-log line, filled in as the
- * request goes: ctx.log), `gen`; they leave `abort` (the request's
- * AbortController), `metered` (the RequestContext whose record is finished)
+ * request goes: ctx.log), `gen`; they leave `abort` (the entry of the request's
+ * AbortController in the drain's list), `metered` (the RequestContext whose record is finished)
  * and `admitted` (a limited key's reservation) for it, and `errorBody` for
  * an endpoint's own error shape.
  * (Hot path: the Node request and response are used directly where Koa's
@@ -158,8 +158,9 @@ export function requestLifecycle(o: LifecycleOptions): Lifecycle {
     res.once('close', () => {
       done();
       if (admitted) drain.inflight--;
-      const ac = x.state.abort as AbortController | undefined;
-      if (ac) drain.aborts.delete(ac);
+      const entry = x.state.abort as AbortEntry | undefined;
+      if (entry) drain.aborts.delete(entry);
+      const ac = entry?.ac;
       closed = true;
       rec.latency_ms = Math.round((performance.now() - started) * 100) / 100;
       if (res.writableFinished) rec.status = res.statusCode;
