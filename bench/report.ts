@@ -110,6 +110,12 @@ export interface BenchReport {
     plain_added_ttfb_p50_ms?: number;
     /** The same on a gateway started with extra node flags (memory tuning). */
     tuned?: { flags: string[]; gateway: StreamCheck; gateway_peak_rss_mb: number; added_ttfb_p50_ms: number };
+    /**
+     * The burst of the same streams, `events_per_stream` each, that the plain
+     * proxy and each fresh gateway carry first (their warm-up): its time to
+     * first byte is what a process fresh from start-up gives its first streams.
+     */
+    first_burst?: { events_per_stream: number; gateway: StreamCheck; plain?: StreamCheck };
     /** CPU while each of the runs lasted: how much of the machine the target, the mock and the load generator took. */
     cpu?: { direct: StreamCpu; plain?: StreamCpu; gateway: StreamCpu };
   } | { path: string; status: 'n/a' | 'failed'; note: string };
@@ -231,6 +237,14 @@ export function formatTable(rep: BenchReport): string {
       lines.push(
         `streams through the plain Node proxy: ${s.plain.completed}/${s.streams} complete, ${s.plain.events}/${s.plain.expected_events} events; TTFB p50 ${r1(s.plain.ttfb_ms.p50, 2)} ms; wall ${r1(s.plain.wall_ms / 1000, 1)} s.`,
       );
+    if (s.first_burst) {
+      const f = s.first_burst;
+      const one = (x: StreamCheck) => `${x.completed}/${s.streams} complete, TTFB p50 ${r1(x.ttfb_ms.p50, 2)} ms`;
+      lines.push(
+        `streams, the first burst (${f.events_per_stream} events each, the warm-up before the timed streams): gateway fresh from start-up ${one(f.gateway)}` +
+          (f.plain ? `; plain Node proxy ${one(f.plain)}` : '') + '.',
+      );
+    }
     if (s.tuned)
       lines.push(
         `streams, gateway started with ${s.tuned.flags.join(' ')}: ${s.tuned.gateway.completed}/${s.streams} complete, ${s.tuned.gateway.events}/${s.tuned.gateway.expected_events} events; ` +

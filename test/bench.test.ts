@@ -132,6 +132,13 @@ t.test('one tiny run: direct, gateway passthrough and heavy rows (1 and 2 worker
     t.equal(rep.streams.plain?.completed, 20, 'the same streams through the plain proxy');
     t.ok(finite(rep.streams.plain_added_ttfb_p50_ms));
     t.ok(finite(rep.streams.added_ttfb_p50_ms));
+    // The shorter burst each process in the middle carried first (its warm-up), reported beside the timed streams.
+    const burst = rep.streams.first_burst;
+    t.equal(burst?.events_per_stream, 5, 'the burst asks for no more events than the timed streams');
+    t.equal(burst?.gateway.completed, 20, 'the fresh gateway completed the burst');
+    t.equal(burst?.gateway.events, 100, 'with every event');
+    t.equal(burst?.plain?.completed, 20, 'and so did the plain proxy');
+    t.match(formatTable(rep), /streams, the first burst \(5 events each, the warm-up before the timed streams\): gateway fresh from start-up 20\/20 complete, TTFB p50 [\d.]+ ms; plain Node proxy 20\/20 complete/, 'printed with the table');
     // What each process used while the streams ran: the gateway and the plain proxy as targets, direct without one.
     const cpu = rep.streams.cpu;
     t.ok(cpu, 'CPU measured over the stream runs');
