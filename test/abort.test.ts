@@ -48,6 +48,19 @@ t.test('AbortList: an entry that leaves while abortAll runs does not stop it', a
   );
 });
 
+t.test('AbortList: an abort whose listener takes another entry out still reaches every entry', async (t) => {
+  const list = new AbortList();
+  const acs = Array.from({ length: 3 }, () => new AbortController());
+  const entries = acs.map((ac) => list.add(ac));
+  // The newest is aborted first; its listener takes out the one after it in the list.
+  acs[2].signal.addEventListener('abort', () => list.delete(entries[1]));
+  list.abortAll('stop');
+  t.same(
+    acs.map((ac) => ac.signal.aborted),
+    [true, true, true],
+  );
+});
+
 t.test('AbortList: a list emptied and filled again', async (t) => {
   const list = new AbortList();
   const a = new AbortController();

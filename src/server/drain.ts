@@ -50,12 +50,11 @@ export class AbortList {
     e.next = undefined;
   }
 
+  /** Abort every controller in the list now (listed first: an abort's listeners may take entries out). */
   abortAll(reason: unknown): void {
-    for (let e = this.head; e; ) {
-      const next = e.next;
-      e.ac.abort(reason);
-      e = next;
-    }
+    const all: AbortController[] = [];
+    for (let e = this.head; e; e = e.next) all.push(e.ac);
+    for (const ac of all) ac.abort(reason);
   }
 }
 
