@@ -304,14 +304,6 @@ const STREAMS_WARM_PAUSE_MS = 1000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** `spec` asking for `n` output tokens (the mock answers a stream with one text event per token): Anthropic's max_tokens, Gemini's maxOutputTokens. */
-function withMaxTokens(spec: RequestSpec, n: number): RequestSpec {
-  const body = JSON.parse(spec.body) as { max_tokens?: number; generationConfig?: { maxOutputTokens?: number } };
-  if (body.generationConfig) body.generationConfig.maxOutputTokens = n;
-  else body.max_tokens = n;
-  return { ...spec, body: JSON.stringify(body) };
-}
-
 function chatBody(model: string, tokens: number, stream: boolean): string {
   return JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_completion_tokens: tokens, ...(stream ? { stream: true } : {}) });
 }
@@ -873,7 +865,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     }
     procs.push(gw);
     dirs.push(gw.dir);
-    await new Promise((r) => setTimeout(r, 1000));
+    await sleep(1000);
     idleRss = rssMb(gw.pids());
 
     log(o, `gateway ready in ${Math.round(median(startupSamples))} ms; starting the other targets…`);
@@ -1184,7 +1176,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       writeFileSync(gwBodies.configFile, gatewayYaml({ ...bodiesOpts, idleReleaseMs: undefined }, gwBodies.port));
       process.kill(gwBodies.pid, 'SIGHUP');
       log(o, `agent rows: their gateway reloaded with its idle collection on; waiting ${o.bodiesSettleS} s, then reading its RSS…`);
-      await new Promise((r) => setTimeout(r, o.bodiesSettleS * 1000));
+      await sleep(o.bodiesSettleS * 1000);
       const after = rssMb(gwBodies.pids());
       bodies = { sizes: o.bodySizes, baseline_rss_mb: bodiesBaseline, peak_rss_mb: Math.max(peak, ...rows.filter((r) => r.group === 'gatewayBodies').map((r) => peaks.get(r.id) ?? 0)), after_rss_mb: after, settle_s: o.bodiesSettleS };
     }
@@ -1198,22 +1190,24 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         const { count, events, paceMs } = o.streams;
         log(o, `streams: ${count} concurrent × ${events} events through ${fam} (paced ${paceMs} ms)…`);
         const texts = Array.from({ length: events }, (_, i) => tokenText(i));
-        const direct: RequestSpec =
+        // The streams straight to the mock, `n` text events each (one per output token asked for).
+        const directFor = (n: number): RequestSpec =>
           fam === 'anthropic'
             ? {
                 origin: mockOrigin,
                 path: '/v1/messages',
                 headers: { 'x-api-key': 'sk-ant-bench-0123456789', 'anthropic-version': '2023-06-01' },
-                body: JSON.stringify({ model: `claude-bench-paced-${paceMs}`, max_tokens: events, messages: [{ role: 'user', content: PROMPT }], stream: true }),
+                body: JSON.stringify({ model: `claude-bench-paced-${paceMs}`, max_tokens: n, messages: [{ role: 'user', content: PROMPT }], stream: true }),
                 stream: true,
               }
             : {
                 origin: mockOrigin,
                 path: `/v1beta/models/gemini-bench-paced-${paceMs}:streamGenerateContent?alt=sse`,
                 headers: { 'x-goog-api-key': 'AIzaBench0123456789' },
-                body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: PROMPT }] }], generationConfig: { maxOutputTokens: events } }),
+                body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: PROMPT }] }], generationConfig: { maxOutputTokens: n } }),
                 stream: true,
               };
+        const direct = directFor(events);
         const cpu: { direct?: StreamCpu; plain?: StreamCpu; gateway?: StreamCpu } = {};
         const d = await streamCpu(() => manyStreams(direct, fam, count, texts, o.streams!.rampMs), mock.pid, undefined, (c) => (cpu.direct = c));
         // Each process in the middle first carries a burst of the same streams, shorter
@@ -1229,8 +1223,9 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         let viaPlain: StreamCheck | undefined;
         if (plain) {
           log(o, `streams through the plain Node proxy (first a burst of ${warmEvents} events each)…`);
-          const via = { ...direct, origin: `http://127.0.0.1:${plain.port}` };
-          firstBurst.plain = await manyStreams(withMaxTokens(via, warmEvents), fam, count, warmTexts, o.streams.rampMs);
+          const origin = `http://127.0.0.1:${plain.port}`;
+          const via = { ...direct, origin };
+          firstBurst.plain = await manyStreams({ ...directFor(warmEvents), origin }, fam, count, warmTexts, o.streams.rampMs);
           await sleep(STREAMS_WARM_PAUSE_MS);
           const pid = plain.pid;
           viaPlain = await streamCpu(() => manyStreams(via, fam, count, texts, o.streams!.rampMs), mock.pid, () => [pid], (c) => (cpu.plain = c));
@@ -1284,7 +1279,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       log(o, `high-water memory: ${o.highWater.connections} connections for ${o.highWater.loadS} s on a fresh gateway, then the RSS for ${o.highWater.afterS} s…`);
       const fresh = await startGateway({ ...gwOpts, cpuProfDir: undefined });
       try {
-        await new Promise((r) => setTimeout(r, 1000));
+        await sleep(1000);
         const spec: RequestSpec = {
           origin: `http://127.0.0.1:${fresh.port}`,
           path: '/v1/chat/completions',
