@@ -13,6 +13,7 @@ import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { createResponsesMock } from './mocks/openai-responses.js';
 import { startGateway, openAIConfig, until, CLIENT_KEY, type TestGateway } from './helpers/gateway.js';
+import { nestsDeeperThan } from '../src/body.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const responsesMock = createResponsesMock();
@@ -290,6 +291,38 @@ t.test('a value nested deeper than server.json_max_depth: 400 naming where, neve
   t.same(served.extra.routing.attempts.map((a: any) => a.status), ['succeeded']);
   t.notOk(g.logs.some((l) => l.level >= 50), 'no error logged');
   t.notOk(g.rawLogs.some((l) => STACK.test(l)), 'no stack trace logged');
+});
+
+t.test('a deep body with a __proto__ key as well: refused for its nesting, naming where, as before the parse', async (t) => {
+  const g = await startGateway(openAIConfig(mock.url));
+  t.teardown(() => g.close());
+  mock.reset();
+  const post = (body: string) => fetch(g.url + '/v1/chat/completions', { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body });
+  // A `__proto__` key sends the body through the parse that refuses it; the nesting is reported first, and named.
+  for (const proto of ['"__proto__":{}', '"\\u005f_proto__":{}']) {
+    const res = await post(`{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi",${proto}}],"whatever":${nested(3000)}}`);
+    const json = (await res.json()) as any;
+    t.equal(res.status, 400);
+    t.equal(json.error.code, 'nesting_too_deep', proto);
+    t.match(json.error.param, /^whatever(\.a)+$/);
+    // Not deep: the key itself is refused.
+    const shallow = await post(`{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi",${proto}}],"whatever":${nested(127)}}`);
+    t.equal(shallow.status, 400);
+    t.match(((await shallow.json()) as any).error.message, /__proto__/);
+  }
+  t.equal(mock.requests.length, 0, 'nothing sent upstream');
+});
+
+t.test('nestsDeeperThan: levels of objects and arrays, the value itself level 1', async (t) => {
+  t.equal(nestsDeeperThan(JSON.parse(nested(3)), 3), false);
+  t.equal(nestsDeeperThan(JSON.parse(nested(4)), 3), true);
+  t.equal(nestsDeeperThan(JSON.parse(nested(3, true)), 3), false);
+  t.equal(nestsDeeperThan(JSON.parse(nested(4, true)), 3), true);
+  t.equal(nestsDeeperThan({ a: [1, 'x', null, { b: [] }] }, 4), false, 'primitives and null are no level');
+  t.equal(nestsDeeperThan({ a: [1, 'x', null, { b: [[]] }] }, 4), true, 'the deep one found after shallow siblings');
+  t.equal(nestsDeeperThan('[[[[[[', 1), false, 'a string is text');
+  t.equal(nestsDeeperThan(null, 1), false);
+  t.equal(nestsDeeperThan(JSON.parse(nested(100000, true)), 128), true, 'a very deep value: the walk stops past the limit');
 });
 
 t.test('server.json_max_depth is configurable', async (t) => {
