@@ -213,7 +213,34 @@ export function serialiseBody(body: object): Buffer {
     const patched = patch(source, body as Record<string, unknown>);
     if (patched) return patched;
   }
-  return Buffer.from(JSON.stringify(body));
+  return utf8(JSON.stringify(body));
+}
+
+const encoder = new TextEncoder();
+/** Below this many UTF-16 units Buffer.from is as fast, and takes its memory from Node's pool. */
+const ENCODE_INTO_MIN = 16 * 1024;
+
+/**
+ * `text` as UTF-8 bytes: Buffer.from(text), faster for a large string.
+ * Buffer.from measures the string first and then encodes it, both with V8's
+ * per-character encoder where the string holds any character beyond Latin-1
+ * (one typographic quote in a conversation is enough); TextEncoder.encodeInto
+ * encodes in one pass with simdutf. On the benchmark's translated agent
+ * conversations (120 and 400 KB) 30-37% less time than Buffer.from, with or
+ * without such characters; at 30 KB the same or 15% more for plain ASCII, so
+ * smaller strings keep Buffer.from. The buffer is sized for mostly ASCII text
+ * (1/8 more than the string's length); what does not fit is encoded after.
+ */
+export function utf8(text: string): Buffer {
+  if (text.length < ENCODE_INTO_MIN) return Buffer.from(text);
+  const head = Buffer.allocUnsafe(text.length + (text.length >> 3) + 16);
+  const first = encoder.encodeInto(text, head);
+  if (first.read === text.length) return head.subarray(0, first.written);
+  // encodeInto stops between characters, never inside a surrogate pair. At most 3 bytes per UTF-16 unit.
+  const rest = text.slice(first.read);
+  const tail = Buffer.allocUnsafe(rest.length * 3);
+  const second = encoder.encodeInto(rest, tail);
+  return Buffer.concat([head.subarray(0, first.written), tail.subarray(0, second.written)], first.written + second.written);
 }
 
 const COMMA = Buffer.from(',');
@@ -233,7 +260,7 @@ export function patch(source: JsonSource, out: Record<string, unknown>): Buffer 
     const json = JSON.stringify(value);
     if (json === undefined) return;
     if (parts.length > 1) parts.push(COMMA);
-    parts.push(Buffer.from(`${JSON.stringify(key)}:${json}`));
+    parts.push(utf8(`${JSON.stringify(key)}:${json}`));
   };
   for (const m of members) {
     seen.add(m.key);

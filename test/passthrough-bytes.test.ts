@@ -8,7 +8,7 @@ import t from 'tap';
 import OpenAI from 'openai';
 import { startOpenAIMock } from './mocks/openai.js';
 import { startGateway, openAIConfig, CLIENT_KEY } from './helpers/gateway.js';
-import { scanJson, patch, rememberSource, sourceOf, derivedFrom, serialiseBody } from '../src/json-source.js';
+import { scanJson, patch, rememberSource, sourceOf, derivedFrom, serialiseBody, utf8 } from '../src/json-source.js';
 
 const mock = await startOpenAIMock();
 const gw = await startGateway(openAIConfig(mock.url));
@@ -178,4 +178,24 @@ t.test('a body\'s source: invisible to readers, not carried by copies, used once
   t.equal(serialiseBody(out).toString(), JSON.stringify(out), 'once: a second serialisation does not hold on to the bytes');
   const frozenOut = derivedFrom(Object.freeze({ ...parsed, model: 'up' }), source);
   t.equal(serialiseBody(frozenOut).toString(), JSON.stringify(frozenOut), 'a frozen body is serialised on its own');
+});
+
+t.test('utf8: the bytes Buffer.from gives, for every kind of text around the sizes where it switches', async (t) => {
+  const pieces = ['a', 'é', '“', '—', '😀', '\ud800', '\udc00', '\u0000', '"\\'];
+  let seed = 7;
+  const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) / 0x1000000;
+  for (const len of [0, 1, 100, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 40_000, 300_000]) {
+    for (const mix of [0, 0.001, 0.2, 1]) {
+      let s = '';
+      while (s.length < len) s += rnd() < mix ? pieces[Math.floor(rnd() * pieces.length)] : 'x';
+      s = s.slice(0, len); // may cut a surrogate pair: a lone surrogate, encoded as U+FFFD by both
+      t.ok(utf8(s).equals(Buffer.from(s)), `${len} units, ${mix * 100}% beyond ASCII`);
+    }
+  }
+  // The guess (1/8 more than the length) is short: the rest is encoded after, pairs kept whole across the seam.
+  const astral = '😀'.repeat(20_000);
+  t.ok(utf8(astral).equals(Buffer.from(astral)), 'astral characters only');
+  const seam = 'x'.repeat(18_000) + '😀'.repeat(5_000);
+  t.ok(utf8(seam).equals(Buffer.from(seam)), 'ASCII, then 4-byte characters');
+  t.equal(utf8('x'.repeat(20_000)).length, 20_000);
 });
