@@ -323,6 +323,8 @@ t.test('nestsDeeperThan: levels of objects and arrays, the value itself level 1'
   t.equal(nestsDeeperThan('[[[[[[', 1), false, 'a string is text');
   t.equal(nestsDeeperThan(null, 1), false);
   t.equal(nestsDeeperThan(JSON.parse(nested(100000, true)), 128), true, 'a very deep value: the walk stops past the limit');
+  t.equal(nestsDeeperThan(JSON.parse(nested(1000)), 1000), false, 'the largest json_max_depth: 1,000 levels pass');
+  t.equal(nestsDeeperThan(JSON.parse(nested(1001)), 1000), true, '1,001 do not');
 });
 
 t.test('server.json_max_depth is configurable', async (t) => {
