@@ -8,7 +8,7 @@
 // (https://www.w3.org/TR/trace-context/) is honoured: the request span joins
 // its trace. It is sent upstream (the attempt span as parent) only when
 // `telemetry.traces.propagate_upstream` allows it. docs/observability.md, "Traces".
-import { randomFillSync } from 'node:crypto';
+import { randomHex } from './random.js';
 import type { Pool } from 'undici';
 import type { Logger } from 'pino';
 import type { RequestRecord } from './usage.js';
@@ -36,20 +36,8 @@ export function parseTraceparent(h: string | string[] | undefined): { traceId: s
   return { traceId: m[2], parentId: m[3], sampled: (parseInt(m[4], 16) & 1) === 1 };
 }
 
-// Ids come from a pool of random bytes refilled 4 KiB at a time: one
-// randomBytes() call per id cost more than the rest of a span's making.
-const POOL = Buffer.alloc(4096);
-let poolAt = POOL.length;
-function randomHex(bytes: number): string {
-  if (poolAt + bytes > POOL.length) {
-    randomFillSync(POOL);
-    poolAt = 0;
-  }
-  const hex = POOL.toString('hex', poolAt, poolAt + bytes);
-  poolAt += bytes;
-  return hex;
-}
-
+// Ids come from a pool of random bytes (src/random.ts): one randomBytes()
+// call per id cost more than the rest of a span's making.
 export const spanId = (): string => randomHex(8);
 
 /**

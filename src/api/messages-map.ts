@@ -12,7 +12,7 @@
 // `reasoning_details` only when the target is of the family that signed it;
 // anywhere else it is dropped with a note, as is a provider's own signature
 // sent to a translated target: a foreign signature is never sent on.
-import { randomBytes } from 'node:crypto';
+import { randomBase62 } from '../random.js';
 import type { ChatCompletion, ChatMessage, ChatRequest, ChatUsage, ContentPart, FinishReason, FunctionTool, NormalizationEntry, ReasoningDetail, TextPart, ToolCall } from '../types.js';
 import { errors, clip } from '../errors.js';
 import { EXTENSION_FIELDS } from './common.js';
@@ -63,14 +63,9 @@ export interface MessagesUsage {
 
 // ---------------------------------------------------------------- ids and signatures
 
-const ID_CHARS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-
 /** Anthropic-style ids: `msg_01` then 22 base62 characters. */
 export function messageId(): string {
-  const bytes = randomBytes(22);
-  let out = 'msg_01';
-  for (const b of bytes) out += ID_CHARS[b % 62];
-  return out;
+  return 'msg_01' + randomBase62(22);
 }
 
 export const SIGNATURE_PREFIX = 'mgw1.';

@@ -5,7 +5,7 @@
 // Shapes: OpenAI Responses API reference
 // (https://platform.openai.com/docs/api-reference/responses/object);
 // finish_reason and usage mapping as docs/responses.md describes it.
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../random.js';
 import type { ModelConfig } from '../config/schema.js';
 import type {
   ChatRequest,
@@ -102,7 +102,7 @@ export type ResponseObject = Record<string, unknown> & {
 
 /** OpenAI-style ids: prefix, underscore, 50 hex characters (`resp_…`, `msg_…`, `fc_…`, `rs_…`). */
 export function newId(prefix: 'resp' | 'msg' | 'fc' | 'rs' | 'call'): string {
-  return `${prefix}_${randomBytes(25).toString('hex')}`;
+  return `${prefix}_${randomHex(25)}`;
 }
 
 // ---------------------------------------------------------------- reasoning

@@ -8,16 +8,16 @@
 //   {type:'thought_signature', signature, part_index: 0} for the text, so the
 //   request mapper can put them back on the same parts next turn;
 // - finishReason and usage as docs/providers-google.md tabulates them.
-import { randomBytes } from 'node:crypto';
+import { randomHex, randomBase64url } from '../../../src/random.js';
 import type { ChatCompletion, ChatChoice, ChatUsage, FinishReason, LogprobContent, ReasoningDetail, ToolCall } from '../../../src/types.js';
 import type { GeminiCandidate, GeminiLogprobsResult, GeminiPart, GeminiUsage, GenerateContentResponse } from './wire.js';
 
 export function toolCallId(): string {
-  return 'call_' + randomBytes(12).toString('hex');
+  return 'call_' + randomHex(12);
 }
 
 export function completionId(responseId?: string): string {
-  return 'chatcmpl-' + (responseId || randomBytes(12).toString('base64url'));
+  return 'chatcmpl-' + (responseId || randomBase64url(12));
 }
 
 const FILTERED = new Set(['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'IMAGE_SAFETY', 'IMAGE_PROHIBITED_CONTENT', 'IMAGE_RECITATION']);

@@ -2,13 +2,13 @@
 // (the same-API fast path forwards the rest as it is). Compatible servers
 // deviate (docs/providers-openai.md): reasoning may come as
 // `message.reasoning`, and a tool call's `id` may be missing or "".
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../../src/random.js';
 import type { ChatCompletion } from '../../../src/types.js';
 import type { WireMessage } from './wire.js';
 
 /** A tool call id for a call the server sent without one. */
 export function toolCallId(): string {
-  return 'call_' + randomBytes(12).toString('hex');
+  return 'call_' + randomHex(12);
 }
 
 /** Non-stream compat fixes on a completion. */
