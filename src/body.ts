@@ -31,44 +31,44 @@ export interface BodyOptions {
  * "Large requests").
  */
 export function nestsDeeperThan(value: unknown, max: number): boolean {
-  return value !== null && typeof value === 'object' && deeper(value, 1, max);
+  return deepSteps(value, 1, max) !== null;
 }
 
-function deeper(v: object, depth: number, max: number): boolean {
-  if (depth > max) return true;
+/**
+ * The steps (array indexes, object keys) from `v`, at level `depth`, to the
+ * first value nested deeper than `max`, innermost first; null when there is
+ * none. Built only on the way back from a find: the walk itself makes nothing.
+ */
+function deepSteps(v: unknown, depth: number, max: number): (string | number)[] | null {
+  if (v === null || typeof v !== 'object') return null;
+  if (depth > max) return [];
+  // Children that are not objects are skipped here, not in a call each (most of a body's values).
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) {
       const e: unknown = v[i];
-      if (e !== null && typeof e === 'object' && deeper(e, depth + 1, max)) return true;
+      const steps = e !== null && typeof e === 'object' ? deepSteps(e, depth + 1, max) : null;
+      if (steps) return (steps.push(i), steps);
     }
-    return false;
+    return null;
   }
   for (const k in v) {
     const e: unknown = (v as Record<string, unknown>)[k];
-    if (e !== null && typeof e === 'object' && deeper(e, depth + 1, max)) return true;
+    const steps = e !== null && typeof e === 'object' ? deepSteps(e, depth + 1, max) : null;
+    if (steps) return (steps.push(k), steps);
   }
-  return false;
+  return null;
 }
 
 /** The path of the first value nested deeper than `max` levels (`tools[0].function.parameters.properties.a…`), or null. */
 export function deepPath(value: unknown, max: number): string | null {
-  const walk = (v: unknown, depth: number, path: string): string | null => {
-    if (v === null || typeof v !== 'object') return null;
-    if (depth > max) return path;
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) {
-        const p = walk(v[i], depth + 1, `${path}[${i}]`);
-        if (p !== null) return p;
-      }
-      return null;
-    }
-    for (const k in v) {
-      const p = walk((v as Record<string, unknown>)[k], depth + 1, path ? `${path}.${clip(k, 40)}` : clip(k, 40));
-      if (p !== null) return p;
-    }
-    return null;
-  };
-  return walk(value, 1, '');
+  const steps = deepSteps(value, 1, max);
+  if (!steps) return null;
+  let path = '';
+  for (let i = steps.length - 1; i >= 0; i--) {
+    const step = steps[i];
+    path += typeof step === 'number' ? `[${step}]` : path ? `.${clip(step, 40)}` : clip(step, 40);
+  }
+  return path;
 }
 
 /** `text` parsed, or undefined when it is not JSON (only to name where a refused body nests too deep). */
