@@ -310,6 +310,14 @@ t.test('a deep body with a __proto__ key as well: refused for its nesting, namin
     t.equal(shallow.status, 400);
     t.match(((await shallow.json()) as any).error.message, /__proto__/);
   }
+  // Through the openai SDK: a deep value in an extra field is the SDK's BadRequestError, naming the path.
+  const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: g.baseURL, maxRetries: 0 });
+  let deep: Record<string, unknown> = {};
+  for (let i = 0; i < 200; i++) deep = { a: deep };
+  const err: any = await client.chat.completions.create({ model: 'openai/gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }], whatever: deep } as any).catch((e) => e);
+  t.ok(err instanceof OpenAI.BadRequestError, 'a 400 to the SDK');
+  t.equal(err.code, 'nesting_too_deep');
+  t.match(err.param, /^whatever(\.a)+$/);
   t.equal(mock.requests.length, 0, 'nothing sent upstream');
 });
 
