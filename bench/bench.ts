@@ -84,9 +84,10 @@ export interface BenchOptions {
   /**
    * Then each target process is warmed until its CPU per request is steady:
    * `sliceS` runs of its first row until the last `window` are within
-   * `tolerance` of each other (max / min - 1), or `maxS` seconds more.
+   * `tolerance` of each other (max / min - 1) and it has served `minRequests`
+   * since it started, or `maxS` seconds more.
    */
-  steady: { sliceS: number; window: number; tolerance: number; maxS: number } | null;
+  steady: { sliceS: number; window: number; tolerance: number; minRequests: number; maxS: number } | null;
   connections: number;
   /** Text deltas per answer (the response size). */
   tokens: number;
@@ -160,6 +161,9 @@ export function servingProfile(dir: string): string | undefined {
 const OBS_ROWS = ['gwoff-openai', 'gwship-openai', 'gwall-openai'];
 
 /** The ratios the targets are judged on (and some shown as information): [name, numerator row, denominator row]. */
+/** Node flags of every process a row times (runBenchmark says why). */
+export const TIMED_NODE_ARGS: readonly string[] = ['--no-memory-reducer'];
+
 export const RATIOS: [string, string, string][] = [
   ['passthrough gateway/plain', 'gw-openai', 'plain-chat'],
   ['passthrough gateway/portkey', 'gw-openai', 'portkey-chat'],
@@ -176,7 +180,7 @@ export const RATIOS: [string, string, string][] = [
   ['observability with traces / off', 'gwall-openai', 'gwoff-openai'],
   // Against the gateway alike but for the limits (gwship-openai: as shipped, a process of its
   // own started beside it, idle while the other rows run, as the limits gateway is); the main
-  // gateway serves every row and never idles, and a ratio against it measured that too.
+  // gateway serves every row, and a ratio against it measured that too.
   ['limits with Redis / none', 'gwlim-openai', 'gwship-openai'],
   ['limits with Redis / main gateway', 'gwlim-openai', 'gw-openai'],
 ];
@@ -210,7 +214,7 @@ export const RATIO_NOTES: Record<string, string> = {
   'passthrough 2 workers / 1 worker':
     'information only: a small request costs the load generator and the mock, which share the cores, more than half what it costs the gateway; the workers target uses the heavy ratio',
   'limits with Redis / main gateway':
-    "information only (judged where the gateway alike but for the limits did not run): the main gateway serves every row and never idles, where the limits gateway idles while the other rows run and, past 100 s, V8's memory reducer collects it and drops its optimised code",
+    "information only (judged where the gateway alike but for the limits did not run): the main gateway serves every row, where the limits gateway idles while the other rows run",
 };
 
 export const FULL: BenchOptions = {
@@ -222,7 +226,7 @@ export const FULL: BenchOptions = {
   pairWarmS: 1,
   warmupS: 1,
   processWarmupS: 6,
-  steady: { sliceS: 1, window: 3, tolerance: 0.08, maxS: 30 },
+  steady: { sliceS: 1, window: 3, tolerance: 0.08, minRequests: 15_000, maxS: 30 },
   connections: 32,
   tokens: 16,
   streams: { count: 2000, events: 200, paceMs: 100, rampMs: 4000 },
@@ -255,7 +259,7 @@ export const QUICK: BenchOptions = {
   pairWarmS: 0.3,
   warmupS: 0.3,
   processWarmupS: 1.2,
-  steady: { sliceS: 0.5, window: 3, tolerance: 0.1, maxS: 3 },
+  steady: { sliceS: 0.5, window: 3, tolerance: 0.1, minRequests: 0, maxS: 3 },
   obsPairs: { reps: 3, seconds: 0.4, warmupS: 1.5 },
   startupSamples: 1,
   streams: { count: 2000, events: 40, paceMs: 100, rampMs: 2000 },
@@ -830,7 +834,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
   let sampler: RssSampler | undefined;
   try {
     log(o, `mock upstream, plain proxy${o.portkey ? ', Portkey' : ''} and gateway starting…`);
-    const mock = await forkReady('mock-upstream.js', []);
+    const mock = await forkReady('mock-upstream.js', [], TIMED_NODE_ARGS);
     procs.push(mock);
     const mockOrigin = `http://127.0.0.1:${mock.port}`;
 
@@ -839,22 +843,27 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     let gw!: GatewayProc;
     let idleRss = NaN;
     const gwOpts = { mockOrigin, avail, transport: o.transport, logFile: o.log === 'null' ? 'null' : undefined, cpuProfDir: profDir, paceMs: o.streams?.paceMs };
-    // The gateways the rows measure take turns with each other, and each sits
-    // idle while the others run: long enough for its idle collection, which
-    // drops V8's optimised code, so that a row would measure the gateway
-    // re-optimising rather than serving (2-3x the CPU per request in the first
-    // second; src/idle-gc.ts). A gateway under steady traffic never runs it:
-    // these run without it (server.idle_release_ms: 0). What it costs and what
-    // it gives back are measured on fresh gateways as shipped: the high-water
-    // check (its re-warm windows) and the agent rows' memory, whose gateway
-    // gets the setting back by a reload before its settle time.
-    const steady = { ...gwOpts, idleReleaseMs: 0 };
-    // The gateways a paired ratio compares (alt transport, observability, limits) also sit idle
-    // for minutes between their pairs, and V8 collects an idle process on its own: 100 s after
-    // its last full collection, its memory reducer runs a memory-reducing one ("Mark-Compact
-    // (reduce)" in --trace-gc), which drops the optimised code as the idle collection does.
-    // A gateway under steady traffic never runs that either: these run with --no-memory-reducer.
-    const pairedOpts = { ...steady, cpuProfDir: undefined, nodeArgs: ['--no-memory-reducer'] };
+    // Every process a row times (the gateways, the plain proxy, Portkey, the
+    // mock) serves only its own rows and sits idle, for minutes at a time,
+    // while the others run. Traffic does not do that; the benchmark does. Two
+    // things would then measure the pause rather than the serving:
+    // - V8's memory reducer: 8 s or more after a full collection in a process
+    //   that has gone quiet it runs a memory-reducing one ("Mark-Compact
+    //   (reduce)" in --trace-gc), which drops the optimised code. A 30 KB agent
+    //   row's gateway measured 478 µs a request in the first second after 130 s
+    //   idle with the reducer off, 1,338 with it on (15 s to recover), and the
+    //   rows get a 1 s warm-up before each pair: the round after such a pause
+    //   measured 797 µs against 460 in the round before. All of them run with
+    //   --no-memory-reducer (TIMED_NODE_ARGS).
+    // - The gateway's idle collection (src/idle-gc.ts): the same after 10 s
+    //   idle, as shipped. These gateways run without it
+    //   (server.idle_release_ms: 0).
+    // What both cost and give back is measured on fresh gateways as shipped:
+    // the high-water check (its re-warm windows), the streams (each on a fresh
+    // gateway) and the agent rows' memory, whose gateway gets the idle
+    // collection back by a reload before its settle time.
+    const steady = { ...gwOpts, idleReleaseMs: 0, nodeArgs: TIMED_NODE_ARGS };
+    const pairedOpts = { ...steady, cpuProfDir: undefined };
     for (let i = 0; i < Math.max(1, o.startupSamples); i++) {
       if (gw) {
         await gw.stop();
@@ -870,10 +879,10 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
 
     log(o, `gateway ready in ${Math.round(median(startupSamples))} ms; starting the other targets…`);
     let plain: Proc | undefined;
-    if (o.plain) plain = await forkReady('plain-proxy.js', [mockOrigin]).catch(() => undefined);
+    if (o.plain) plain = await forkReady('plain-proxy.js', [mockOrigin], TIMED_NODE_ARGS).catch(() => undefined);
     if (plain) procs.push(plain);
     let portkey: Proc | undefined;
-    if (o.portkey) portkey = await startPortkey().catch((err) => (log(o, `Portkey: ${(err as Error).message}`), undefined));
+    if (o.portkey) portkey = await startPortkey(TIMED_NODE_ARGS).catch((err) => (log(o, `Portkey: ${(err as Error).message}`), undefined));
     if (portkey) procs.push(portkey);
     // The schema's default (src/config/schema.ts server.transport).
     const mainTransport = o.transport ?? 'undici';
@@ -986,7 +995,12 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
     if (o.warmupS > 0) {
       log(o, `warm-up (${o.warmupS} s per row)…`);
       // A multi-worker target splits its warm-up between its workers: it gets one warm-up per worker.
-      const warmUp = (r: RowDef) => throughput(r.spec!, r.connections ?? o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
+      // Requests each process has served so far (the steady warm-up's `minRequests`).
+      const served = new Map<string, number>();
+      const warmUp = async (r: RowDef) => {
+        const res = await throughput(r.spec!, r.connections ?? o.connections, o.warmupS * (r.target === 'gateway-2w' ? 2 : 1));
+        if (r.group) served.set(r.group, (served.get(r.group) ?? 0) + res.ok);
+      };
       for (const r of c32Rows) await warmUp(r);
       for (const r of c1Rows.filter((x) => !x.c32)) await serial(r.spec!, o.warmupS / 2, 50);
       // Every process gets the same warm-up, whatever its number of rows: a gateway's CPU per request
@@ -1004,20 +1018,28 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
       // cheaper for 10-15 s of load (V8 still optimising), and by different amounts: after the same 6 s,
       // a limits gateway at 419 µs a request against the main gateway's 187 measured V8's progress,
       // not limits (warm, the two were 149 and 135). What a long-running gateway costs is the steady value.
+      // Steady over a few seconds is not enough on its own: V8 first compiles a hot function with
+      // Maglev and moves it to TurboFan only after many more calls, and in between the CPU per
+      // request holds still. With --trace-opt, a gateway serving 30 KB agent requests compiled
+      // its request path (the HTTP parser's callbacks, the body reader, the handler) with TurboFan
+      // after 9,000 to 13,000 requests, 8-9 s of load, and its CPU per request then fell from a
+      // flat 700-800 µs to 450-500; the warm-up had stopped on the flat part (584, 613, 584).
+      // So a process is also owed `minRequests` since it started.
       if (o.steady) {
         for (const group of warmed.keys()) {
           const row = c32Rows.find((r) => r.group === group)!;
           const pids = groups.get(group)?.() ?? [];
           const us: number[] = [];
           let spent = 0;
-          const { sliceS, window, tolerance, maxS } = o.steady;
+          const { sliceS, window, tolerance, minRequests, maxS } = o.steady;
           while (spent < maxS) {
             const c0 = cpuSeconds(pids);
             const r = await throughput(row.spec!, row.connections ?? o.connections, sliceS * (row.target === 'gateway-2w' ? 2 : 1));
             spent += sliceS;
+            served.set(group, (served.get(group) ?? 0) + r.ok);
             if (r.ok > 0) us.push(Math.round(((cpuSeconds(pids) - c0) * 1e6) / r.ok));
             const last = us.slice(-window);
-            if (last.length === window && Math.max(...last) / Math.min(...last) - 1 <= tolerance) break;
+            if (last.length === window && Math.max(...last) / Math.min(...last) - 1 <= tolerance && (served.get(group) ?? 0) >= minRequests) break;
           }
           steadyWarmup[group] = { extra_s: spent, us_per_req: us };
           log(o, `${group}: steady after ${spent} s more (${us.join(', ')} µs a request)`);
@@ -1406,6 +1428,7 @@ export async function runBenchmark(opts: Partial<BenchOptions> = {}): Promise<Be
         transport: mainTransport,
         workers_row: o.workers2,
         ...(o.steady ? { steady: o.steady } : {}),
+        timed_node_args: [...TIMED_NODE_ARGS],
         ...(rows.some((r) => r.id.endsWith('-heavy'))
           ? { heavy: { messages: o.heavy.messages, words: o.heavy.words, bytes: Buffer.byteLength(rows.find((r) => r.id.endsWith('-heavy') && r.spec)?.spec?.body ?? '') } }
           : {}),

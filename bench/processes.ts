@@ -42,10 +42,10 @@ async function waitExit(child: ChildProcess, ms: number): Promise<void> {
   });
 }
 
-/** Fork a bench module that reports {ready, port} over IPC. */
-export function forkReady(script: string, args: string[]): Promise<Proc> {
+/** Fork a bench module that reports {ready, port} over IPC (`nodeArgs`: node flags for it). */
+export function forkReady(script: string, args: string[], nodeArgs: readonly string[] = []): Promise<Proc> {
   return new Promise((resolve, reject) => {
-    const child = fork(path.join(DIST, 'bench', script), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    const child = fork(path.join(DIST, 'bench', script), args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...nodeArgs] });
     const onExit = (code: number | null) => reject(new Error(`${script} exited (${code}) before it was ready`));
     child.once('exit', onExit);
     child.once('message', (m: { ready?: boolean; port: number }) => {
@@ -149,7 +149,7 @@ export interface GatewayOptions {
   /** Upstream pacing for the *-paced models (ms between events). */
   paceMs?: number;
   /** Extra node flags for the gateway process (e.g. --trace-gc while investigating). */
-  nodeArgs?: string[];
+  nodeArgs?: readonly string[];
   /**
    * Usage store, metrics and traces: 'default' (as shipped: the usage store and
    * metrics on, no traces), 'off' (all three off) or 'all' (also traces, to the
@@ -377,11 +377,11 @@ export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
-export async function startPortkey(): Promise<Proc> {
+export async function startPortkey(nodeArgs: readonly string[] = []): Promise<Proc> {
   const port = await freePort();
   const script = path.join(PROJECT_ROOT, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
   statSync(script);
-  const child = spawn(process.execPath, [script, `--port=${port}`, '--headless'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'ignore', 'ignore'] });
+  const child = spawn(process.execPath, [...nodeArgs, script, `--port=${port}`, '--headless'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'ignore', 'ignore'] });
   let exited = false;
   child.once('exit', () => (exited = true));
   const t0 = performance.now();

@@ -87,7 +87,9 @@ export interface BenchReport {
     transport: string;
     workers_row: boolean;
     /** The steady-state warm-up (BenchOptions.steady). */
-    steady?: { sliceS: number; window: number; tolerance: number; maxS: number };
+    steady?: { sliceS: number; window: number; tolerance: number; minRequests: number; maxS: number };
+    /** Node flags of every process a row times (TIMED_NODE_ARGS); absent in runs before 2026-11-28. */
+    timed_node_args?: string[];
     /** The heavy request (bench/heavy.ts): chat messages, words per text, body size in bytes. */
     heavy?: { messages: number; words: number; bytes: number };
   };

@@ -20,7 +20,7 @@ t.test('each target process is warmed until steady, and the runs are in the resu
     pairWarmS: 0.1,
     warmupS: 0.1,
     processWarmupS: 0.1,
-    steady: { sliceS: 0.2, window: 2, tolerance: 100, maxS: 1 },
+    steady: { sliceS: 0.2, window: 2, tolerance: 100, minRequests: 0, maxS: 1 },
     connections: 4,
     tokens: 4,
     portkey: false,
@@ -47,5 +47,43 @@ t.test('each target process is warmed until steady, and the runs are in the resu
   }
   const json = JSON.parse(fs.readFileSync(path.join(out, 'latest.json'), 'utf8'));
   t.same(json.steady_warmup, w, 'latest.json lists them');
-  t.same(json.settings.steady, { sliceS: 0.2, window: 2, tolerance: 100, maxS: 1 });
+  t.same(json.settings.steady, { sliceS: 0.2, window: 2, tolerance: 100, minRequests: 0, maxS: 1 });
+  t.same(json.settings.timed_node_args, ['--no-memory-reducer'], 'the timed processes\' node flags are in the results');
+});
+
+t.test('a process that has not served minRequests goes on warming, steady or not, up to maxS', async (t) => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-steady-test-'));
+  t.teardown(() => fs.rmSync(out, { recursive: true, force: true }));
+  const rep = await runBenchmark({
+    quick: true,
+    rounds: 1,
+    throughputS: 0.3,
+    serialS: 0.2,
+    pairS: 0.2,
+    pairWarmS: 0.1,
+    warmupS: 0.1,
+    processWarmupS: 0.1,
+    // Steady at once (any two runs are within the tolerance), but owed more requests than 1 s gives.
+    steady: { sliceS: 0.2, window: 2, tolerance: 100, minRequests: 1e9, maxS: 1 },
+    connections: 4,
+    tokens: 4,
+    portkey: false,
+    plain: true,
+    workers2: false,
+    altTransport: false,
+    observability: false,
+    limits: false,
+    startupSamples: 1,
+    streams: null,
+    streamsTunedFlags: null,
+    highWater: null,
+    bodySizes: [],
+    only: ['plain-chat'],
+    outDir: out,
+    print: false,
+  });
+  const w = rep.steady_warmup ?? {};
+  t.same(Object.keys(w), ['plain']);
+  t.equal(w.plain!.us_per_req.length, 5, 'runs until maxS');
+  t.equal(w.plain!.extra_s, 1);
 });
