@@ -11,13 +11,13 @@ import cluster from 'node:cluster';
 import type * as PromClient from 'prom-client';
 import { createRequire } from 'node:module';
 import type { GatewayConfig } from './config/load.js';
-import type { Endpoint } from './config/schema.js';
 import type { Health } from './dispatch.js';
 import { regionOf, UPSTREAM_ERROR_TYPES } from './dispatch.js';
 import type { RequestRecord } from './usage.js';
 import { CellCounter, CellHistogram } from './metric-cells.js';
 import type { UsageRecorder } from './store/usage.js';
 import { reloadCounts } from './reload.js';
+import { operationName, providerName } from './genai-names.js';
 
 type PromParts = Pick<typeof PromClient, 'Registry' | 'AggregatorRegistry' | 'Counter' | 'Gauge' | 'collectDefaultMetrics'>;
 let promSource: 'parts' | 'index' | undefined;
@@ -56,26 +56,11 @@ export function promClientSource(): 'parts' | 'index' | undefined {
   return promSource;
 }
 
-/** gen_ai.operation.name for each endpoint. */
-const OPERATION: Record<Endpoint, string> = { chat_completions: 'chat', responses: 'chat', messages: 'chat', images_generations: 'generate_content' };
-
-/** gen_ai.provider.name for the built-in families (semantic conventions' values); another family is named as it is. */
-const PROVIDER_NAME: Record<string, string> = {
-  openai: 'openai',
-  azure: 'azure.ai.openai',
-  anthropic: 'anthropic',
-  google: 'gcp.gemini',
-  vertex: 'gcp.vertex_ai',
-  bedrock: 'aws.bedrock',
-};
-
 // Bucket boundaries the GenAI semantic conventions advise.
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
 const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
-
-const TOKEN_KINDS = ['input', 'cached_input', 'cache_write', 'input_image', 'output', 'reasoning', 'output_image'] as const;
 
 export interface MetricsSources {
   /** The config in force (a reload swaps it). */
@@ -265,28 +250,26 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
     if (r.fallbacks) fallbacks.inc([r.endpoint, r.requested_model ?? model], r.fallbacks);
     if (!r.attempts) return;
     const family = familyOf(r.provider) ?? '';
-    const op = OPERATION[r.endpoint] ?? r.endpoint;
-    const providerName = PROVIDER_NAME[family] ?? family;
+    const op = operationName(r.endpoint);
+    const provName = providerName(family);
     // error.type kept low-cardinality: the HTTP status of a failure, `stream_error` for a stream that broke.
     const errorType = r.status >= 400 ? String(r.status) : r.error_type && r.error_type !== 'client_closed' ? 'stream_error' : '';
-    duration.observe([op, providerName, model, errorType], r.latency_ms / 1000);
+    duration.observe([op, provName, model, errorType], r.latency_ms / 1000);
     const ok = r.status < 400;
-    if (ok && r.stream && r.ttfb_ms !== undefined) ttft.observe([op, providerName, model], r.ttfb_ms / 1000);
+    if (ok && r.stream && r.ttfb_ms !== undefined) ttft.observe([op, provName, model], r.ttfb_ms / 1000);
     if (ok && r.ttfb_ms !== undefined) overhead.observe([r.endpoint], Math.max(0, r.ttfb_ms - r.upstream_ms) / 1000);
     const u = r.usage;
     if (!u) return;
-    tokenUsage.observe([op, providerName, model, 'input'], u.input_tokens);
-    tokenUsage.observe([op, providerName, model, 'output'], u.output_tokens);
-    const kinds: Record<(typeof TOKEN_KINDS)[number], number> = {
-      input: u.input_tokens,
-      cached_input: u.cached_input_tokens,
-      cache_write: u.cache_write_tokens,
-      input_image: u.input_image_tokens,
-      output: u.output_tokens,
-      reasoning: u.reasoning_tokens,
-      output_image: u.output_image_tokens,
-    };
-    for (const k of TOKEN_KINDS) if (kinds[k]) tokens.inc([model, provider, k], kinds[k]);
+    tokenUsage.observe([op, provName, model, 'input'], u.input_tokens);
+    tokenUsage.observe([op, provName, model, 'output'], u.output_tokens);
+    // One by one (not a loop over the kinds reading `u[kind]`): fixed property names.
+    if (u.input_tokens) tokens.inc([model, provider, 'input'], u.input_tokens);
+    if (u.cached_input_tokens) tokens.inc([model, provider, 'cached_input'], u.cached_input_tokens);
+    if (u.cache_write_tokens) tokens.inc([model, provider, 'cache_write'], u.cache_write_tokens);
+    if (u.input_image_tokens) tokens.inc([model, provider, 'input_image'], u.input_image_tokens);
+    if (u.output_tokens) tokens.inc([model, provider, 'output'], u.output_tokens);
+    if (u.reasoning_tokens) tokens.inc([model, provider, 'reasoning'], u.reasoning_tokens);
+    if (u.output_image_tokens) tokens.inc([model, provider, 'output_image'], u.output_image_tokens);
     if (u.images) images.inc([model, provider], u.images);
     if (u.web_searches) searches.inc([model, provider], u.web_searches);
     if (r.cost_usd !== null) cost.inc([model, provider], r.cost_usd);

@@ -272,7 +272,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         method: req.method!,
         path: kctx.state.path,
         headers: req.headers,
-        ...(spec.method !== 'POST' ? { query: new URLSearchParams(kctx.querystring ?? '') } : {}),
+        // Every field, those set later too (undefined until then), in one
+        // order: one hidden class for every request's context (see newRecord).
+        query: spec.method !== 'POST' ? new URLSearchParams(kctx.querystring ?? '') : undefined,
         signal: ac.signal,
         config,
         logger,
@@ -280,11 +282,13 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         // validation replaces with its output: nothing else keeps it, so a long
         // stream does not hold a second copy.
         body: {},
+        client: undefined,
         state: {},
         log: kctx.state.log,
         debug: { normalizations: [], deprecations: [] },
         attempts: [],
         finalizers: [],
+        outcome: undefined,
         record: newRecord(kctx.state.requestId, spec.endpoint),
         meter: new UsageMeter(),
       };

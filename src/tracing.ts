@@ -9,6 +9,7 @@
 // its trace. It is sent upstream (the attempt span as parent) only when
 // `telemetry.traces.propagate_upstream` allows it. docs/observability.md, "Traces".
 import { randomHex } from './random.js';
+import { operationName, providerName } from './genai-names.js';
 import type { Pool } from 'undici';
 import type { Logger } from 'pino';
 import type { RequestRecord } from './usage.js';
@@ -471,8 +472,6 @@ class ProtoSpans implements SpanEncoder<Buffer> {
   }
 }
 
-const OPERATION: Record<string, string> = { chat_completions: 'chat', responses: 'chat', messages: 'chat', images_generations: 'generate_content' };
-const PROVIDER_NAME: Record<string, string> = { openai: 'openai', azure: 'azure.ai.openai', anthropic: 'anthropic', google: 'gcp.gemini', vertex: 'gcp.vertex_ai', bedrock: 'aws.bedrock' };
 const SPAN_KIND = { server: 2, client: 3 } as const;
 
 /** Pieces made once per tuple of names (config names: bounded), in nested maps; undefined is a key like any other. */
@@ -501,7 +500,7 @@ class Pieces<V> {
   }
 }
 
-const providerName = (family: string | undefined) => (family ? (PROVIDER_NAME[family] ?? family) : undefined);
+const familyName = (family: string | undefined) => (family ? providerName(family) : undefined);
 
 /** An encoder with its route pieces: a request span's name, attributes before its usage and between its request id and attempts; an attempt span's name and attributes. */
 class RouteEncoder<P> {
@@ -519,13 +518,13 @@ function writeSpans<P>(e: RouteEncoder<P>, r: RequestRecord, config: GatewayConf
   if (!t) return 0;
   const enc = e.enc;
   const family = (name?: string) => (name ? config.providers.get(name)?.family : undefined);
-  const op = OPERATION[r.endpoint] ?? r.endpoint;
+  const op = operationName(r.endpoint);
   const fam = family(r.provider);
   const p = e.server.get([r.endpoint, fam, r.requested_model, r.model, r.provider, r.deployment], () => ({
     name: enc.name(r.requested_model ? `${op} ${r.requested_model}` : op),
     head: enc.attrs([
       ['gen_ai.operation.name', op],
-      ['gen_ai.provider.name', providerName(fam)],
+      ['gen_ai.provider.name', familyName(fam)],
       ['gen_ai.request.model', r.requested_model],
       ['gen_ai.response.model', r.model],
     ]),
@@ -560,7 +559,7 @@ function writeSpans<P>(e: RouteEncoder<P>, r: RequestRecord, config: GatewayConf
       name: enc.name(`${op} ${a.deployment}`),
       attrs: enc.attrs([
         ['gen_ai.operation.name', op],
-        ['gen_ai.provider.name', providerName(f)],
+        ['gen_ai.provider.name', familyName(f)],
         ['gen_ai.request.model', a.deployment],
         ['gateway.model', a.model],
         ['gateway.provider', a.provider],

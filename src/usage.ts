@@ -234,8 +234,44 @@ export interface RequestRecord {
   attempt_spans?: { span_id: string; provider: string; model: string; deployment: string; start: number; duration_ms: number; error_type?: string }[];
 }
 
+/**
+ * A new record with every field it can get, the optional ones undefined, in
+ * one order: the plugins, the core and the stream writer fill them in a
+ * different order on each path (a stream, a fallback, a client that left),
+ * and an object that gains its fields in another order gets another hidden
+ * class in V8. The sinks that read every record (the usage store's rows, the
+ * metrics, the access line) then saw several and were optimised, dropped
+ * ("wrong map") and optimised again: with --trace-deopt, once a second under
+ * a load whose connections closed with requests in flight.
+ */
 export function newRecord(requestId: string, endpoint: Endpoint, time = Date.now()): RequestRecord {
-  return { time, mono: performance.now(), request_id: requestId, endpoint, attempts: 0, fallbacks: 0, status: 0, usage: null, usage_source: 'none', cost_usd: null, latency_ms: 0, upstream_ms: 0, stream: false };
+  return {
+    time,
+    mono: performance.now(),
+    request_id: requestId,
+    endpoint,
+    key: undefined,
+    user: undefined,
+    session: undefined,
+    requested_model: undefined,
+    model: undefined,
+    provider: undefined,
+    deployment: undefined,
+    attempts: 0,
+    upstream_errors: undefined,
+    fallbacks: 0,
+    status: 0,
+    error_type: undefined,
+    usage: null,
+    usage_source: 'none',
+    cost_usd: null,
+    latency_ms: 0,
+    ttfb_ms: undefined,
+    upstream_ms: 0,
+    stream: false,
+    trace: undefined,
+    attempt_spans: undefined,
+  };
 }
 
 /**
