@@ -6,38 +6,42 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBenchmark } from '../bench/bench.js';
+import { runBenchmark, type BenchOptions } from '../bench/bench.js';
+
+/** A tiny run: the plain proxy (and the gateway where `only` names it), nothing else. */
+const tiny = (steady: BenchOptions['steady'], only: string[], outDir: string): Partial<BenchOptions> => ({
+  quick: true,
+  rounds: 1,
+  throughputS: 0.3,
+  serialS: 0.2,
+  pairS: 0.2,
+  pairWarmS: 0.1,
+  warmupS: 0.1,
+  processWarmupS: 0.1,
+  steady,
+  connections: 4,
+  tokens: 4,
+  portkey: false,
+  plain: true,
+  workers2: false,
+  altTransport: false,
+  observability: false,
+  limits: false,
+  startupSamples: 1,
+  streams: null,
+  streamsTunedFlags: null,
+  highWater: null,
+  bodySizes: [],
+  only,
+  outDir,
+  print: false,
+});
+
 
 t.test('each target process is warmed until steady, and the runs are in the results', async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-steady-test-'));
   t.teardown(() => fs.rmSync(out, { recursive: true, force: true }));
-  const rep = await runBenchmark({
-    quick: true,
-    rounds: 1,
-    throughputS: 0.3,
-    serialS: 0.2,
-    pairS: 0.2,
-    pairWarmS: 0.1,
-    warmupS: 0.1,
-    processWarmupS: 0.1,
-    steady: { sliceS: 0.2, window: 2, tolerance: 100, minRequests: 0, maxS: 1 },
-    connections: 4,
-    tokens: 4,
-    portkey: false,
-    plain: true,
-    workers2: false,
-    altTransport: false,
-    observability: false,
-    limits: false,
-    startupSamples: 1,
-    streams: null,
-    streamsTunedFlags: null,
-    highWater: null,
-    bodySizes: [],
-    only: ['plain-chat', 'gw-openai'],
-    outDir: out,
-    print: false,
-  });
+  const rep = await runBenchmark(tiny({ sliceS: 0.2, window: 2, tolerance: 100, minRequests: 0, maxS: 1 }, ['plain-chat', 'gw-openai'], out));
   const w = rep.steady_warmup ?? {};
   t.same(Object.keys(w).sort(), ['gateway', 'plain'], 'the gateway and the plain proxy');
   for (const [group, s] of Object.entries(w)) {
@@ -54,34 +58,8 @@ t.test('each target process is warmed until steady, and the runs are in the resu
 t.test('a process that has not served minRequests goes on warming, steady or not, up to maxS', async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-steady-test-'));
   t.teardown(() => fs.rmSync(out, { recursive: true, force: true }));
-  const rep = await runBenchmark({
-    quick: true,
-    rounds: 1,
-    throughputS: 0.3,
-    serialS: 0.2,
-    pairS: 0.2,
-    pairWarmS: 0.1,
-    warmupS: 0.1,
-    processWarmupS: 0.1,
-    // Steady at once (any two runs are within the tolerance), but owed more requests than 1 s gives.
-    steady: { sliceS: 0.2, window: 2, tolerance: 100, minRequests: 1e9, maxS: 1 },
-    connections: 4,
-    tokens: 4,
-    portkey: false,
-    plain: true,
-    workers2: false,
-    altTransport: false,
-    observability: false,
-    limits: false,
-    startupSamples: 1,
-    streams: null,
-    streamsTunedFlags: null,
-    highWater: null,
-    bodySizes: [],
-    only: ['plain-chat'],
-    outDir: out,
-    print: false,
-  });
+  // Steady at once (any two runs are within the tolerance), but owed more requests than 1 s gives.
+  const rep = await runBenchmark(tiny({ sliceS: 0.2, window: 2, tolerance: 100, minRequests: 1e9, maxS: 1 }, ['plain-chat'], out));
   const w = rep.steady_warmup ?? {};
   t.same(Object.keys(w), ['plain']);
   t.equal(w.plain!.us_per_req.length, 5, 'runs until maxS');
