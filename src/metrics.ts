@@ -262,7 +262,7 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
     if (!u) return;
     tokenUsage.observe([op, provName, model, 'input'], u.input_tokens);
     tokenUsage.observe([op, provName, model, 'output'], u.output_tokens);
-    // One by one (not a loop over the kinds reading `u[kind]`): fixed property names.
+    // Kind by kind, each from its own field: no object of the kinds made for every record.
     if (u.input_tokens) tokens.inc([model, provider, 'input'], u.input_tokens);
     if (u.cached_input_tokens) tokens.inc([model, provider, 'cached_input'], u.cached_input_tokens);
     if (u.cache_write_tokens) tokens.inc([model, provider, 'cache_write'], u.cache_write_tokens);

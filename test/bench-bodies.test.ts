@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runBenchmark } from '../bench/bench.js';
+import { tinyBench } from './helpers/bench.js';
 import { formatTable } from '../bench/report.js';
 import { agentChatBody, checkAgentPassthrough, checkAgentAnthropic, expectedAnthropic } from '../bench/agent.js';
 
@@ -19,31 +20,18 @@ const ROWS = ['plain-agent-12k', 'plain-agent-msg-12k', 'gw-agent-12k', 'gw-agen
 t.test('one tiny run of the agent rows: probed, CPU ratios paired and judged, memory after the load', async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-bodies-test-'));
   t.teardown(() => fs.rmSync(out, { recursive: true, force: true }));
-  const rep = await runBenchmark({
-    quick: true,
-    rounds: 1,
-    // A second per row: a busy machine (npm test runs files side by side) can starve a shorter run.
-    throughputS: 1,
-    serialS: 0.2,
-    pairS: 0.2,
-    pairWarmS: 0,
-    warmupS: 0,
-    connections: 4,
-    tokens: 4,
-    portkey: false,
-    plain: true,
-    workers2: false,
-    altTransport: false,
-    observability: false,
-    startupSamples: 1,
-    streams: null,
-    streamsTunedFlags: null,
-    bodySizes: [12_000],
-    bodiesSettleS: 0,
-    only: ROWS,
-    outDir: out,
-    print: false,
-  });
+  const rep = await runBenchmark(
+    tinyBench({
+      // A second per row: a busy machine (npm test runs files side by side) can starve a shorter run.
+      throughputS: 1,
+      pairWarmS: 0,
+      warmupS: 0,
+      bodySizes: [12_000],
+      bodiesSettleS: 0,
+      only: ROWS,
+      outDir: out,
+    }),
+  );
   t.same(rep.rows.map((r) => r.id), ROWS, 'the five rows of one size');
   for (const r of rep.rows) {
     // A row whose probe found the wrong upstream request would be 'failed' here.

@@ -7,36 +7,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runBenchmark, type BenchOptions } from '../bench/bench.js';
+import { tinyBench } from './helpers/bench.js';
 
-/** A tiny run: the plain proxy (and the gateway where `only` names it), nothing else. */
-const tiny = (steady: BenchOptions['steady'], only: string[], outDir: string): Partial<BenchOptions> => ({
-  quick: true,
-  rounds: 1,
-  throughputS: 0.3,
-  serialS: 0.2,
-  pairS: 0.2,
-  pairWarmS: 0.1,
-  warmupS: 0.1,
-  processWarmupS: 0.1,
-  steady,
-  connections: 4,
-  tokens: 4,
-  portkey: false,
-  plain: true,
-  workers2: false,
-  altTransport: false,
-  observability: false,
-  limits: false,
-  startupSamples: 1,
-  streams: null,
-  streamsTunedFlags: null,
-  highWater: null,
-  bodySizes: [],
-  only,
-  outDir,
-  print: false,
-});
-
+/** A tiny run of the steady warm-up: the plain proxy (and the gateway where `only` names it). */
+const tiny = (steady: BenchOptions['steady'], only: string[], outDir: string): Partial<BenchOptions> =>
+  tinyBench({ throughputS: 0.3, pairWarmS: 0.1, warmupS: 0.1, processWarmupS: 0.1, steady, limits: false, highWater: null, bodySizes: [], only, outDir });
 
 t.test('each target process is warmed until steady, and the runs are in the results', async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-steady-test-'));
